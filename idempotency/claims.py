@@ -1,0 +1,339 @@
+"""The claim: take a key, run the view at most once, store or replay its answer.
+
+Two flows share one decision table (``_decide``):
+
+* atomic: claim, view and stored answer commit in one transaction;
+* lease: the claim commits first with a lease, then the view's local work and
+  the stored answer commit together, fenced on the claim's attempt number.
+"""
+
+import hashlib
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import DatabaseError, OperationalError, router, transaction
+
+from . import clock, keys, problems, responses
+from .conf import as_timedelta, idempotency_settings
+from .exceptions import (
+    AnonymousKey,
+    IdempotencyConfigurationError,
+    IdempotencyError,
+    KeyMissing,
+    LeaseLost,
+    PayloadMismatch,
+    RequestInFlight,
+)
+from .fingerprint import compute as compute_fingerprint
+from .models import IdempotencyRecord
+from .scopes import ANONYMOUS
+
+ATOMIC = "atomic"
+LEASE = "lease"
+MODES = (ATOMIC, LEASE)
+# How often a lease-mode duplicate re-reads the record while it waits.
+POLL_INTERVAL = 0.05
+
+State = IdempotencyRecord.State
+logger = logging.getLogger("idempotency")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How one operation is guarded; built by the mixin or the decorator."""
+
+    operation: str
+    scope: Callable
+    required: bool = True
+    mode: str = ATOMIC
+    ttl: timedelta | None = None
+    allow_anonymous: bool = False
+    exclude_fields: tuple = ()
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise IdempotencyConfigurationError(
+                f"Idempotency mode {self.mode!r} for {self.operation!r} is not "
+                f"one of {', '.join(MODES)}."
+            )
+
+
+class Claim:
+    """The key a request holds; views see it as ``request.idempotency``."""
+
+    def __init__(self, *, key, scope, operation, request_hash, expires_at):
+        self.key = key
+        self.scope = scope
+        self.operation = operation
+        self.request_hash = request_hash
+        self.expires_at = expires_at
+        self.record_id = None
+        self.attempt = None
+        self.resource = ("", "")
+
+    def derive(self, step: str) -> str:
+        """Return a key for a downstream call, stable across retries of this one."""
+        material = "\x1f".join((self.scope, self.operation, self.key, step))
+        return hashlib.sha256(material.encode()).hexdigest()
+
+    def set_resource(self, obj) -> None:
+        """Point the record at the object this request created."""
+        self.resource = (obj._meta.label_lower, str(obj.pk))
+
+    def __repr__(self):
+        return f"<Claim {self.scope} {self.operation} {self.key!r}>"
+
+
+class _Discard(Exception):
+    """The view answered with a status that must not be stored."""
+
+    def __init__(self, response):
+        self.response = response
+
+
+def execute(request, policy: Policy, produce: Callable):
+    """Run ``produce()`` at most once per key and return the answer to send.
+
+    ``produce`` returns a rendered response; it runs inside the claim's
+    transaction. Refusals come back as problem+json responses.
+    """
+    try:
+        key = keys.parse(request.headers.get(idempotency_settings.HEADER))
+        if key is None:
+            if policy.required:
+                raise KeyMissing(
+                    f"Send an {idempotency_settings.HEADER} header with this request."
+                )
+            return produce()
+        claim = _new_claim(request, policy, key)
+        if policy.mode == ATOMIC:
+            return _run_atomic(claim, produce)
+        return _run_lease(claim, produce)
+    except IdempotencyError as exc:
+        return problems.from_exception(exc, instance=request.path)
+
+
+def _new_claim(request, policy, key):
+    scope = policy.scope(request)
+    if scope is None:
+        if not policy.allow_anonymous:
+            raise AnonymousKey("Authenticate to send an idempotency key here.")
+        scope = ANONYMOUS
+    ttl = as_timedelta(policy.ttl or idempotency_settings.TTL)
+    claim = Claim(
+        key=key,
+        scope=scope,
+        operation=policy.operation,
+        request_hash=compute_fingerprint(
+            request, policy.operation, policy.exclude_fields
+        ),
+        expires_at=clock.now() + ttl,
+    )
+    request.idempotency = claim
+    # A DRF Request wraps the Django one; middleware sees the inner request.
+    inner = getattr(request, "_request", None)
+    if inner is not None:
+        inner.idempotency = claim
+    return claim
+
+
+def _records():
+    return IdempotencyRecord.objects.db_manager(router.db_for_write(IdempotencyRecord))
+
+
+def _wait() -> timedelta:
+    return as_timedelta(idempotency_settings.WAIT)
+
+
+def _run_atomic(claim, produce):
+    records = _records()
+    ran = False
+    try:
+        with transaction.atomic(using=records.db):
+            replay = _take(claim, records, lease=None)
+            if replay is not None:
+                return replay
+            ran = True
+            response = produce()
+            if not idempotency_settings.STORE_STATUS(response.status_code):
+                raise _Discard(response)
+            _complete(claim, records, response)
+        return response
+    except _Discard as discard:
+        _record_failure(claim, records, fenced=False)
+        return discard.response
+    except Exception:
+        if ran:
+            _record_failure(claim, records, fenced=False)
+        raise
+
+
+def _run_lease(claim, produce):
+    records = _records()
+    lease = as_timedelta(idempotency_settings.LEASE)
+    deadline = time.monotonic() + _wait().total_seconds()
+    while True:
+        try:
+            # The claim commits on its own so the lease is visible to others.
+            with transaction.atomic(using=records.db):
+                replay = _take(claim, records, lease=lease)
+            break
+        except RequestInFlight:
+            if time.monotonic() + POLL_INTERVAL > deadline:
+                raise
+        # Sleep outside any transaction: nothing is locked while we wait.
+        clock.sleep(POLL_INTERVAL)
+    if replay is not None:
+        return replay
+    try:
+        with transaction.atomic(using=records.db):
+            response = produce()
+            if not idempotency_settings.STORE_STATUS(response.status_code):
+                raise _Discard(response)
+            _complete(claim, records, response)
+        return response
+    except LeaseLost:
+        raise
+    except _Discard as discard:
+        _record_failure(claim, records, fenced=True)
+        return discard.response
+    except Exception:
+        _record_failure(claim, records, fenced=True)
+        raise
+
+
+def _take(claim, records, *, lease):
+    """Claim the key (insert, or lock the existing row); return a replay or None."""
+    now = clock.now()
+    locked_until = now + lease if lease else None
+    try:
+        record_id = records.insert_pending(
+            scope=claim.scope,
+            operation=claim.operation,
+            key=claim.key,
+            request_hash=claim.request_hash,
+            now=now,
+            expires_at=claim.expires_at,
+            locked_until=locked_until,
+            lock_timeout_ms=max(1, math.ceil(_wait().total_seconds() * 1000)),
+        )
+        if record_id is None:
+            # The key exists: lock it so its state cannot change under us.
+            record = (
+                records.select_for_update()
+                .for_key(claim.scope, claim.operation, claim.key)
+                .get()
+            )
+    except OperationalError as exc:
+        if _is_lock_timeout(exc):
+            raise RequestInFlight(retry_after=_wait().total_seconds()) from exc
+        raise
+    # Only the claim's own waits are bounded; the view's locks keep the default.
+    records.reset_lock_timeout()
+    if record_id is not None:
+        claim.record_id, claim.attempt = record_id, 1
+        return None
+    return _decide(claim, records, record, now, locked_until)
+
+
+def _decide(claim, records, record, now, locked_until):
+    if record.expires_at <= now:
+        # Past its retention the key is forgotten: this request runs as new.
+        _reclaim(claim, records, record, locked_until, renew=True, now=now)
+        return None
+    if record.request_hash != claim.request_hash:
+        raise PayloadMismatch(
+            "This key was first used with a different method, path or body."
+        )
+    if record.state == State.COMPLETED:
+        return responses.replay(record)
+    if (
+        record.state == State.PENDING
+        and record.locked_until
+        and (record.locked_until > now)
+    ):
+        raise RequestInFlight(retry_after=(record.locked_until - now).total_seconds())
+    # Failed, or a lapsed lease: this request takes the key over.
+    _reclaim(claim, records, record, locked_until, renew=False, now=now)
+    return None
+
+
+def _reclaim(claim, records, record, locked_until, *, renew, now):
+    changes = {
+        "state": State.PENDING,
+        "attempts": record.attempts + 1,
+        "locked_until": locked_until,
+    }
+    if renew:
+        changes.update(
+            request_hash=claim.request_hash,
+            status_code=None,
+            response_body=None,
+            response_headers={},
+            resource_type="",
+            resource_id="",
+            created_at=now,
+            completed_at=None,
+            expires_at=claim.expires_at,
+        )
+    records.filter(pk=record.pk).update(**changes)
+    claim.record_id, claim.attempt = record.pk, record.attempts + 1
+
+
+def _complete(claim, records, response):
+    status_code, body, headers = responses.capture(response)
+    resource_type, resource_id = claim.resource
+    # Fenced: only the attempt that holds the claim may complete it.
+    updated = records.filter(
+        pk=claim.record_id, attempts=claim.attempt, state=State.PENDING
+    ).update(
+        state=State.COMPLETED,
+        status_code=status_code,
+        response_body=body,
+        response_headers=headers,
+        resource_type=resource_type,
+        resource_id=resource_id,
+        locked_until=None,
+        completed_at=clock.now(),
+    )
+    if not updated:
+        raise LeaseLost("The lease ran out and a newer attempt took this key.")
+
+
+def _record_failure(claim, records, *, fenced):
+    """Mark the attempt failed so a retry runs again; never mask the error."""
+    try:
+        with transaction.atomic(using=records.db):
+            _write_failure(claim, records, fenced=fenced)
+    except DatabaseError:
+        # The original failure matters more; the retry runs again either way.
+        logger.warning(
+            "Could not record the failed attempt of %r", claim, exc_info=True
+        )
+
+
+def _write_failure(claim, records, *, fenced):
+    if fenced:
+        records.filter(
+            pk=claim.record_id, attempts=claim.attempt, state=State.PENDING
+        ).update(state=State.FAILED, locked_until=None)
+    else:
+        records.upsert_failed(
+            scope=claim.scope,
+            operation=claim.operation,
+            key=claim.key,
+            request_hash=claim.request_hash,
+            now=clock.now(),
+            expires_at=claim.expires_at,
+        )
+
+
+def _is_lock_timeout(exc) -> bool:
+    cause = exc.__cause__
+    if getattr(cause, "sqlstate", None) == "55P03":  # lock_not_available
+        return True
+    return "database is locked" in str(exc)  # SQLite's busy timeout

@@ -1,0 +1,60 @@
+"""Errors of the idempotency contract; each knows its HTTP answer."""
+
+import math
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+class IdempotencyError(Exception):
+    """Base of every refusal; rendered as RFC 9457 problem+json."""
+
+    status = 400
+    type = "about:blank"
+    title = "Idempotency error"
+    retry_after = None
+
+    def __init__(self, detail=None, *, retry_after=None):
+        self.detail = detail or self.title
+        if retry_after is not None:
+            self.retry_after = max(1, math.ceil(retry_after))
+        super().__init__(self.detail)
+
+
+class KeyMissing(IdempotencyError):
+    status = 400
+    type = "key-missing"
+    title = "Idempotency-Key header is required"
+
+
+class KeyMalformed(IdempotencyError):
+    status = 400
+    type = "key-malformed"
+    title = "Idempotency-Key header is malformed"
+
+
+class AnonymousKey(IdempotencyError):
+    status = 403
+    type = "anonymous-key"
+    title = "Idempotency keys need an authenticated client"
+
+
+class PayloadMismatch(IdempotencyError):
+    status = 422
+    type = "key-reused"
+    title = "Idempotency-Key was already used with a different request"
+
+
+class RequestInFlight(IdempotencyError):
+    status = 409
+    type = "request-in-flight"
+    title = "A request with this Idempotency-Key is still being processed"
+    retry_after = 1
+
+
+class LeaseLost(RequestInFlight):
+    type = "lease-lost"
+    title = "A newer attempt took over this Idempotency-Key"
+
+
+class IdempotencyConfigurationError(ImproperlyConfigured):
+    """A view or setting is configured in a way the contract cannot honour."""

@@ -1,0 +1,49 @@
+"""Parse the Idempotency-Key header value."""
+
+from .exceptions import KeyMalformed
+
+MAX_LENGTH = 255
+_VISIBLE = frozenset(range(0x21, 0x7F))
+
+
+def parse(raw: str | None) -> str | None:
+    """Return the key, ``None`` when absent, or raise ``KeyMalformed``.
+
+    Accepts a bare token or the structured-field string form (``"abc"``,
+    RFC 8941) and requires 1-255 visible ASCII characters once unquoted.
+    """
+    if raw is None:
+        return None
+    value = raw.strip(" \t")
+    if value.startswith('"'):
+        if len(value) < 2 or not value.endswith('"'):
+            raise KeyMalformed("The quoted key has no closing quote.")
+        value = _unquote(value[1:-1])
+    if not value:
+        raise KeyMalformed("The key is empty.")
+    if len(value) > MAX_LENGTH:
+        raise KeyMalformed(f"The key is longer than {MAX_LENGTH} characters.")
+    if any(ord(char) not in _VISIBLE for char in value):
+        raise KeyMalformed("The key must be visible ASCII characters only.")
+    return value
+
+
+def _unquote(inner: str) -> str:
+    # RFC 8941 sf-string: only \" and \\ are escapes; a lone quote is invalid.
+    chars = []
+    escaped = False
+    for char in inner:
+        if escaped:
+            if char not in '"\\':
+                raise KeyMalformed("The quoted key has an invalid escape.")
+            chars.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == '"':
+            raise KeyMalformed("The quoted key has an unescaped quote.")
+        else:
+            chars.append(char)
+    if escaped:
+        raise KeyMalformed("The quoted key ends inside an escape.")
+    return "".join(chars)

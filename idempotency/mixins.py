@@ -1,0 +1,69 @@
+"""DRF integration: ``IdempotencyMixin`` for viewsets, generic views, APIViews."""
+
+from . import claims, rendering
+from .conf import idempotency_settings
+
+
+class IdempotencyMixin:
+    """Guard mutating actions of a DRF view with idempotency keys.
+
+    Put it before the view class: ``class OrderViewSet(IdempotencyMixin,
+    ModelViewSet)``. The key is claimed after authentication, permission and
+    throttle checks, so a replay never bypasses them.
+    """
+
+    # Viewset actions, or lower-case method names for APIViews, to guard.
+    idempotent_actions = ("create", "post")
+    # Refuse guarded requests without a key (400) instead of running them bare.
+    idempotency_required = True
+    # "atomic" for local mutations; "lease" when the view calls other services.
+    idempotency_mode = claims.ATOMIC
+    # How long a key is remembered (seconds or timedelta); None: IDEMPOTENCY TTL.
+    idempotency_ttl = None
+    # Stable operation name; None: derived from the class and the action.
+    idempotency_operation = None
+    # Let anonymous clients send keys; they all share the scope "anonymous".
+    idempotency_allow_anonymous = False
+    # Body fields ignored by the fingerprint (client timestamps, nonces).
+    idempotency_exclude_fields = ()
+
+    def get_idempotent_actions(self):
+        return self.idempotent_actions
+
+    def get_idempotency_operation(self):
+        if self.idempotency_operation:
+            return self.idempotency_operation
+        action = getattr(self, "action", None) or self.request.method.lower()
+        cls = type(self)
+        return f"{cls.__module__}.{cls.__qualname__}.{action}"
+
+    def get_idempotency_scope(self, request):
+        return idempotency_settings.SCOPE_RESOLVER(request)
+
+    def get_idempotency_policy(self):
+        return claims.Policy(
+            operation=self.get_idempotency_operation(),
+            scope=self.get_idempotency_scope,
+            required=self.idempotency_required,
+            mode=self.idempotency_mode,
+            ttl=self.idempotency_ttl,
+            allow_anonymous=self.idempotency_allow_anonymous,
+            exclude_fields=tuple(self.idempotency_exclude_fields),
+        )
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        action = getattr(self, "action", None) or request.method.lower()
+        method = request.method.lower()
+        handler = getattr(self, method, None)
+        if handler is None or action not in self.get_idempotent_actions():
+            return
+        policy = self.get_idempotency_policy()
+
+        def idempotent_handler(request, *args, **kwargs):
+            produce = rendering.drf_producer(self, handler, request, args, kwargs)
+            return claims.execute(request, policy, produce)
+
+        # dispatch() looks the handler up after initial(); as_view() for
+        # viewsets binds actions the same way, as instance attributes.
+        setattr(self, method, idempotent_handler)

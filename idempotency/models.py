@@ -1,0 +1,58 @@
+"""The idempotency record: one row per (scope, operation, key)."""
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from .querysets import IdempotencyRecordQuerySet
+
+
+class IdempotencyRecord(models.Model):
+    class State(models.TextChoices):
+        PENDING = "pending", _("pending")
+        COMPLETED = "completed", _("completed")
+        FAILED = "failed", _("failed")
+
+    scope = models.CharField(
+        _("scope"), max_length=255, help_text=_("Tenant or principal owning the key.")
+    )
+    operation = models.CharField(_("operation"), max_length=255)
+    key = models.CharField(_("key"), max_length=255)
+    request_hash = models.CharField(
+        _("request hash"), max_length=64, help_text=_("SHA-256 of the fingerprint.")
+    )
+    state = models.CharField(
+        _("state"), max_length=16, choices=State.choices, default=State.PENDING
+    )
+    status_code = models.PositiveSmallIntegerField(_("status code"), null=True)
+    response_body = models.BinaryField(_("response body"), null=True)
+    response_headers = models.JSONField(_("response headers"), default=dict)
+    resource_type = models.CharField(_("resource type"), max_length=100, blank=True)
+    resource_id = models.CharField(_("resource id"), max_length=255, blank=True)
+    attempts = models.PositiveIntegerField(
+        _("attempts"), default=1, help_text=_("Claims so far; fences lease writes.")
+    )
+    locked_until = models.DateTimeField(_("locked until"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created at"))
+    completed_at = models.DateTimeField(_("completed at"), null=True, blank=True)
+    expires_at = models.DateTimeField(_("expires at"))
+
+    objects = IdempotencyRecordQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("idempotency record")
+        verbose_name_plural = _("idempotency records")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["scope", "operation", "key"], name="idempotency_unique_key"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["expires_at"], name="idempotency_expires_idx"),
+            models.Index(
+                fields=["state", "locked_until"], name="idempotency_state_idx"
+            ),
+            models.Index(fields=["created_at"], name="idempotency_created_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.operation} {self.key} ({self.state})"

@@ -1,0 +1,26 @@
+"""The demo shop's API: idempotent order creation."""
+
+from rest_framework import mixins, viewsets
+
+from idempotency.mixins import IdempotencyMixin
+
+from .models import Order
+from .serializers import OrderSerializer
+
+
+class OrderViewSet(
+    IdempotencyMixin,
+    mixins.CreateModelMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    serializer_class = OrderSerializer
+    idempotency_operation = "shop.order.create"
+
+    def get_queryset(self):
+        return Order.objects.filter(owner=self.request.user)
+
+    def perform_create(self, serializer):
+        order = serializer.save(owner=self.request.user)
+        self.request.idempotency.set_resource(order)

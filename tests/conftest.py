@@ -1,0 +1,127 @@
+import base64
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection, connections
+from django.test import Client
+
+from tests.testapp import views
+from tests.testapp.downstream import provider
+
+
+def pytest_collection_modifyitems(config, items):
+    if connection.vendor != "postgresql":
+        skip = pytest.mark.skip(reason="needs PostgreSQL")
+        for item in items:
+            if "postgresql" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _reset_doubles():
+    for name in views.faults:
+        views.faults[name] = 0
+    provider.reset()
+    yield
+
+
+def basic_auth(username, password="pw"):
+    token = base64.b64encode(f"{username}:{password}".encode()).decode()
+    return f"Basic {token}"
+
+
+@pytest.fixture
+def make_user(django_user_model):
+    def make(username="alice", **extra):
+        return django_user_model.objects.create_user(username, password="pw", **extra)
+
+    return make
+
+
+@pytest.fixture
+def user(make_user):
+    return make_user()
+
+
+@pytest.fixture
+def api(user):
+    """A client authenticated as ``user`` with HTTP Basic, like a server script."""
+    return ApiClient(user.username)
+
+
+class ApiClient:
+    """Django's test client with Basic auth and JSON bodies by default."""
+
+    def __init__(self, username=None):
+        self.client = Client()
+        self.auth = basic_auth(username) if username else None
+
+    def post(
+        self, path, data=None, *, key=None, content_type="application/json", **headers
+    ):
+        if key is not None:
+            headers["Idempotency-Key"] = key
+        if self.auth:
+            headers.setdefault("Authorization", self.auth)
+        if data is not None and not isinstance(data, bytes | str):
+            import json
+
+            data = json.dumps(data)
+        return self.client.post(
+            path, data=data or b"", content_type=content_type, headers=headers
+        )
+
+    def get(self, path, **headers):
+        if self.auth:
+            headers.setdefault("Authorization", self.auth)
+        return self.client.get(path, headers=headers)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """Move the apps' clock forward without sleeping."""
+    from idempotency import clock as clock_module
+
+    real_now = clock_module.now
+
+    class Clock:
+        offset = timedelta(0)
+
+        def advance(self, **kwargs):
+            self.offset += timedelta(**kwargs)
+
+        def now(self):
+            return real_now() + self.offset
+
+    fake = Clock()
+    monkeypatch.setattr(clock_module, "now", fake.now)
+    return fake
+
+
+def run_concurrently(count, func, timeout=60):
+    """Run ``func(i)`` in ``count`` threads released together; each has its own
+    database connection, closed at the end. Re-raise the first error."""
+    barrier = threading.Barrier(count)
+    results = [None] * count
+    errors = []
+
+    def worker(index):
+        try:
+            barrier.wait(timeout)
+            results[index] = func(index)
+        except BaseException as exc:  # reported to the test
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    if any(thread.is_alive() for thread in threads):
+        raise AssertionError("a worker thread did not finish in time")
+    if errors:
+        raise errors[0]
+    return results

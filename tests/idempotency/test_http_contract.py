@@ -1,0 +1,191 @@
+"""The HTTP contract of keyed requests, through the DRF mixin."""
+
+import json
+
+import pytest
+
+from idempotency.models import IdempotencyRecord
+from tests.testapp.models import Widget
+
+pytestmark = pytest.mark.django_db
+
+PROBLEM = "application/problem+json"
+
+
+def problem(response):
+    assert response["Content-Type"] == PROBLEM
+    return json.loads(response.content)
+
+
+def test_first_request_runs_and_stores_its_answer(api):
+    response = api.post("/t/widgets/", {"name": "a"}, key="k1")
+
+    assert response.status_code == 201
+    assert "Idempotent-Replayed" not in response
+    record = IdempotencyRecord.objects.get()
+    assert record.state == "completed"
+    assert record.status_code == 201
+    assert bytes(record.response_body) == response.content
+    assert record.scope.startswith("user:")
+    assert record.operation == "widget.create"
+
+
+def test_retry_replays_status_body_and_headers_without_running(api):
+    first = api.post("/t/widgets/", {"name": "a"}, key="k1")
+    second = api.post("/t/widgets/", {"name": "a"}, key="k1")
+
+    assert second.status_code == first.status_code == 201
+    assert second.content == first.content
+    assert second["Content-Type"] == first["Content-Type"]
+    assert second["Idempotent-Replayed"] == "true"
+    assert Widget.objects.count() == 1
+
+
+def test_same_key_different_payload_is_422_and_the_view_does_not_run(api):
+    api.post("/t/widgets/", {"name": "a"}, key="k1")
+    response = api.post("/t/widgets/", {"name": "b"}, key="k1")
+
+    assert response.status_code == 422
+    body = problem(response)
+    assert body["type"].endswith("/key-reused")
+    assert body["status"] == 422
+    assert list(Widget.objects.values_list("name", flat=True)) == ["a"]
+
+
+def test_same_key_on_another_operation_is_a_different_intent(api):
+    api.post("/t/widgets/", {"name": "a"}, key="k1")
+    response = api.post("/t/stamped/", {"name": "a"}, key="k1")
+
+    assert response.status_code == 201
+    assert Widget.objects.count() == 2
+
+
+def test_missing_key_is_400_problem(api):
+    response = api.post("/t/widgets/", {"name": "a"})
+
+    assert response.status_code == 400
+    assert problem(response)["type"].endswith("/key-missing")
+    assert Widget.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "",
+        "   ",
+        "x" * 256,
+        "a\x01b",
+        "tab\tinside",
+        "caf\u00e9",
+        '"unterminated',
+        '""',
+        '"a"b"',
+    ],
+)
+def test_malformed_key_is_400_problem_and_nothing_runs(api, raw):
+    response = api.post("/t/widgets/", {"name": "a"}, key=raw)
+
+    assert response.status_code == 400
+    assert problem(response)["type"].endswith("/key-malformed")
+    assert Widget.objects.count() == 0
+    assert IdempotencyRecord.objects.count() == 0
+
+
+def test_structured_field_quoted_key_is_the_same_key(api):
+    api.post("/t/widgets/", {"name": "a"}, key="abc-123")
+    response = api.post("/t/widgets/", {"name": "a"}, key='"abc-123"')
+
+    assert response["Idempotent-Replayed"] == "true"
+    assert Widget.objects.count() == 1
+
+
+def test_key_of_255_visible_characters_is_accepted(api):
+    response = api.post("/t/widgets/", {"name": "a"}, key="~" * 255)
+
+    assert response.status_code == 201
+
+
+def test_optional_key_runs_unguarded_without_one(api):
+    assert api.post("/t/optional/", {"name": "a"}).status_code == 201
+    assert api.post("/t/optional/", {"name": "a"}).status_code == 201
+    assert IdempotencyRecord.objects.count() == 0
+    assert Widget.objects.count() == 2
+
+
+def test_reads_are_not_guarded(api):
+    assert api.get("/t/widgets/").status_code == 200
+    assert IdempotencyRecord.objects.count() == 0
+
+
+def test_client_error_answers_are_stored_and_replayed(api):
+    first = api.post("/t/widgets/", {"nome": "typo"}, key="k1")
+    second = api.post("/t/widgets/", {"nome": "typo"}, key="k1")
+
+    assert first.status_code == second.status_code == 400
+    assert second.content == first.content
+    assert second["Idempotent-Replayed"] == "true"
+
+
+def test_anonymous_keyed_request_is_refused_unless_the_view_opts_in():
+    from tests.conftest import ApiClient
+
+    anonymous = ApiClient()
+    refused = anonymous.post("/t/closed/", {"name": "a"}, key="k1")
+    assert refused.status_code == 403
+    assert problem(refused)["type"].endswith("/anonymous-key")
+
+    first = anonymous.post("/t/anonymous/", {"name": "a"}, key="k1")
+    second = anonymous.post("/t/anonymous/", {"name": "a"}, key="k1")
+    assert first.status_code == 201
+    assert second["Idempotent-Replayed"] == "true"
+    assert IdempotencyRecord.objects.get().scope == "anonymous"
+    assert Widget.objects.count() == 1
+
+
+def test_set_cookie_is_never_stored_or_replayed_and_location_is(api, user):
+    api.client.force_login(user)
+    first = api.client.post(
+        "/t/plain/",
+        data='{"name": "a"}',
+        content_type="application/json",
+        headers={"Idempotency-Key": "k1"},
+    )
+    second = api.client.post(
+        "/t/plain/",
+        data='{"name": "a"}',
+        content_type="application/json",
+        headers={"Idempotency-Key": "k1"},
+    )
+
+    assert "session_hint" in first.cookies
+    record = IdempotencyRecord.objects.get()
+    assert set(record.response_headers) == {"Content-Type", "Location"}
+    assert "session_hint" not in second.cookies
+    assert second["Location"] == first["Location"]
+    assert second["Idempotent-Replayed"] == "true"
+
+
+def test_resource_pointer_is_recorded(api):
+    response = api.post("/api/orders/", {"sku": "A", "quantity": 1}, key="k1")
+
+    record = IdempotencyRecord.objects.get()
+    assert (record.resource_type, record.resource_id) == (
+        "shop.order",
+        str(response.json()["id"]),
+    )
+
+
+def test_problem_type_uris_are_stable(api, settings):
+    settings.IDEMPOTENCY = {"PROBLEM_BASE_URI": "https://example.test/p/"}
+    response = api.post("/t/widgets/", {"name": "a"})
+
+    assert problem(response)["type"] == "https://example.test/p/key-missing"
+
+
+def test_configured_header_name_is_read(api, settings):
+    settings.IDEMPOTENCY = {"HEADER": "X-Request-Key"}
+    first = api.post("/t/widgets/", {"name": "a"}, **{"X-Request-Key": "k"})
+    second = api.post("/t/widgets/", {"name": "a"}, **{"X-Request-Key": "k"})
+
+    assert first.status_code == 201
+    assert second["Idempotent-Replayed"] == "true"

@@ -1,0 +1,22 @@
+from django.urls import include, path
+from rest_framework.routers import SimpleRouter
+
+from . import views
+
+router = SimpleRouter()
+router.register("widgets", views.WidgetViewSet, basename="widget")
+router.register("guarded", views.GuardedWidgetViewSet, basename="guarded")
+router.register("throttled", views.ThrottledWidgetViewSet, basename="throttled")
+router.register("stamped", views.StampedWidgetViewSet, basename="stamped")
+router.register("anonymous", views.AnonymousWidgetViewSet, basename="anonymous")
+router.register("closed", views.ClosedAnonymousWidgetViewSet, basename="closed")
+router.register("optional", views.OptionalKeyWidgetViewSet, basename="optional")
+
+urlpatterns = [
+    path("", include("project.urls")),
+    path("t/", include(router.urls)),
+    path("t/charge/", views.ChargeView.as_view()),
+    path("t/method/", views.DecoratedMethodView.as_view()),
+    path("t/function/", views.decorated_api_view),
+    path("t/plain/", views.plain_django_view),
+]

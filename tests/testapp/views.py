@@ -1,0 +1,135 @@
+"""Views the tests drive: every integration style, plus fault switches."""
+
+import json
+
+from django.http import HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import permissions, serializers, status, throttling, viewsets
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from idempotency.decorators import idempotent
+from idempotency.mixins import IdempotencyMixin
+
+from .downstream import provider
+from .models import Widget
+
+# Tests arm these to make the next N calls misbehave.
+faults = {"raise": 0, "500": 0, "409": 0, "crash": 0}
+
+
+class SimulatedCrash(BaseException):
+    """The process dies here: nothing below the view gets to run."""
+
+
+def _maybe_fail():
+    for name in ("raise", "500", "409", "crash"):
+        if faults[name]:
+            faults[name] -= 1
+            if name == "raise":
+                raise RuntimeError("injected failure")
+            if name == "crash":
+                raise SimulatedCrash
+            return Response({"error": name}, status=int(name))
+    return None
+
+
+class WidgetSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Widget
+        fields = ["id", "name"]
+
+
+class WidgetViewSet(IdempotencyMixin, viewsets.ModelViewSet):
+    queryset = Widget.objects.all()
+    serializer_class = WidgetSerializer
+    idempotency_operation = "widget.create"
+
+    def create(self, request, *args, **kwargs):
+        response = super().create(request, *args, **kwargs)
+        failure = _maybe_fail()
+        return failure or response
+
+
+class CanAddWidget(permissions.BasePermission):
+    def has_permission(self, request, view):
+        return request.user.has_perm("testapp.add_widget")
+
+
+class GuardedWidgetViewSet(WidgetViewSet):
+    permission_classes = [permissions.IsAuthenticated, CanAddWidget]
+    idempotency_operation = "widget.create.guarded"
+
+
+class WidgetThrottle(throttling.UserRateThrottle):
+    rate = "3/min"
+
+
+class ThrottledWidgetViewSet(WidgetViewSet):
+    throttle_classes = [WidgetThrottle]
+    idempotency_operation = "widget.create.throttled"
+
+
+class StampedWidgetViewSet(WidgetViewSet):
+    idempotency_operation = "widget.create.stamped"
+    idempotency_exclude_fields = ("client_ts", "meta.sent_at")
+
+
+class AnonymousWidgetViewSet(WidgetViewSet):
+    permission_classes = [permissions.AllowAny]
+    idempotency_operation = "widget.create.anonymous"
+    idempotency_allow_anonymous = True
+
+
+class ClosedAnonymousWidgetViewSet(WidgetViewSet):
+    permission_classes = [permissions.AllowAny]
+    idempotency_operation = "widget.create.closed"
+
+
+class OptionalKeyWidgetViewSet(WidgetViewSet):
+    idempotency_operation = "widget.create.optional"
+    idempotency_required = False
+
+
+class ChargeView(IdempotencyMixin, APIView):
+    """Lease mode: a downstream charge, then the local row, then completion."""
+
+    idempotency_mode = "lease"
+    idempotency_operation = "widget.charge"
+
+    def post(self, request):
+        charge_id = provider.charge(request.idempotency.derive("charge"), 500)
+        widget = Widget.objects.create(name=charge_id)
+        failure = _maybe_fail()
+        if failure:
+            return failure
+        request.idempotency.set_resource(widget)
+        return Response({"charge": charge_id, "widget": widget.pk}, status=201)
+
+
+class DecoratedMethodView(APIView):
+    @idempotent("widget.method")
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data["name"])
+        return Response({"id": widget.pk}, status=status.HTTP_201_CREATED)
+
+
+@api_view(["POST"])
+@permission_classes([permissions.IsAuthenticated])
+@idempotent("widget.function", ttl=60)
+def decorated_api_view(request):
+    widget = Widget.objects.create(name=request.data["name"])
+    return Response({"id": widget.pk}, status=status.HTTP_201_CREATED)
+
+
+@csrf_exempt
+@idempotent
+def plain_django_view(request):
+    if request.method != "POST":
+        return HttpResponse(status=405)
+    widget = Widget.objects.create(name=json.loads(request.body)["name"])
+    response = JsonResponse({"id": widget.pk}, status=201)
+    response["Location"] = f"/widgets/{widget.pk}/"
+    response.set_cookie("session_hint", "secret")
+    return response
