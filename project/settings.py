@@ -81,3 +81,16 @@ REST_FRAMEWORK = {
 IDEMPOTENCY = {
     "TTL": env.int("IDEMPOTENCY_TTL_SECONDS", default=24 * 60 * 60),
 }
+
+# Celery: a real broker when CELERY_BROKER_URL says so (redis://, amqp://);
+# otherwise kombu's filesystem transport, which needs no server.
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://")
+if CELERY_BROKER_URL == "filesystem://":
+    BROKER_DIR = BASE_DIR / "var" / "broker"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR),
+        "data_folder_out": str(BROKER_DIR),
+    }
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
