@@ -53,7 +53,9 @@ def check_settings(app_configs=None, **kwargs):
                 )
             )
     headers = merged["REPLAY_HEADERS"]
-    if isinstance(headers, str) or not all(isinstance(h, str) for h in headers):
+    if not isinstance(headers, list | tuple) or not all(
+        isinstance(h, str) for h in headers
+    ):
         errors.append(
             Error(
                 "IDEMPOTENCY['REPLAY_HEADERS'] must be a list of names.",

@@ -2,6 +2,7 @@
 
 from . import claims, rendering
 from .conf import idempotency_settings
+from .exceptions import IdempotencyConfigurationError
 
 
 class IdempotencyMixin:
@@ -41,6 +42,11 @@ class IdempotencyMixin:
         return idempotency_settings.SCOPE_RESOLVER(request)
 
     def get_idempotency_policy(self):
+        if self.idempotency_mode not in claims.MODES:
+            raise IdempotencyConfigurationError(
+                f"{type(self).__qualname__}.idempotency_mode is "
+                f"{self.idempotency_mode!r}; use one of {', '.join(claims.MODES)}."
+            )
         return claims.Policy(
             operation=self.get_idempotency_operation(),
             scope=self.get_idempotency_scope,

@@ -1,0 +1,40 @@
+from datetime import timedelta
+
+import pytest
+
+from idempotency.checks import check_settings
+
+
+def ids(settings_value, settings):
+    settings.IDEMPOTENCY = settings_value
+    return [error.id for error in check_settings()]
+
+
+def test_defaults_pass(settings):
+    assert ids({}, settings) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "error_id"),
+    [
+        ({"TIMEOUT": 3}, "idempotency.E001"),
+        ({"HEADER": "Idempotency Key"}, "idempotency.E002"),
+        ({"TTL": 0}, "idempotency.E003"),
+        ({"TTL": timedelta(seconds=-1)}, "idempotency.E003"),
+        ({"WAIT": "1s"}, "idempotency.E004"),
+        ({"LEASE": True}, "idempotency.E005"),
+        ({"SCOPE_RESOLVER": "no.such.resolver"}, "idempotency.E006"),
+        ({"STORE_STATUS": "idempotency.responses.REPLAYED_HEADER"}, "idempotency.E007"),
+        ({"REPLAY_HEADERS": "ETag"}, "idempotency.E008"),
+        ({"REPLAY_HEADERS": ["ETag", "Set-Cookie"]}, "idempotency.E009"),
+    ],
+)
+def test_each_bad_setting_has_its_own_error(value, error_id, settings):
+    assert ids(value, settings) == [error_id]
+
+
+def test_messages_are_short_and_carry_a_hint(settings):
+    settings.IDEMPOTENCY = {"TTL": 0, "HEADER": "bad header", "REPLAY_HEADERS": 1}
+    for error in check_settings():
+        assert len(error.msg) < 80
+        assert error.hint

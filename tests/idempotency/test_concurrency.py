@@ -1,0 +1,158 @@
+"""Same-key races on PostgreSQL: real threads, real connections, real commits."""
+
+import json
+import threading
+import uuid
+
+import pytest
+
+from idempotency.models import IdempotencyRecord
+from tests.conftest import ApiClient, run_concurrently
+from tests.testapp import views
+from tests.testapp.models import Widget
+
+pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
+
+
+def test_sixteen_identical_requests_at_once_create_exactly_one_widget(user):
+    clients = [ApiClient(user.username) for _ in range(16)]
+    for _round in range(20):
+        key = str(uuid.uuid4())
+
+        def send(i, key=key):
+            return clients[i].post("/t/widgets/", {"name": key}, key=key)
+
+        answers = run_concurrently(16, send)
+        statuses = sorted(answer.status_code for answer in answers)
+        assert Widget.objects.filter(name=key).count() == 1, statuses
+        winners = [
+            a
+            for a in answers
+            if a.status_code == 201 and "Idempotent-Replayed" not in a
+        ]
+        assert len(winners) == 1, statuses
+        for answer in answers:
+            assert answer.status_code in (201, 409), statuses
+            if answer.status_code == 409:
+                assert answer["Retry-After"].isdigit()
+                assert json.loads(answer.content)["type"].endswith("/request-in-flight")
+            elif answer is not winners[0]:
+                assert answer.content == winners[0].content
+    assert IdempotencyRecord.objects.filter(state="completed").count() == 20
+
+
+def test_a_duplicate_waits_for_the_first_then_replays(user, monkeypatch):
+    release = threading.Event()
+    entered = threading.Event()
+    original_create = views.WidgetViewSet.create
+
+    def slow_create(self, request, *args, **kwargs):
+        entered.set()
+        release.wait(10)
+        return original_create(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(views.WidgetViewSet, "create", slow_create)
+    first, second = ApiClient(user.username), ApiClient(user.username)
+
+    def run(i):
+        if i == 0:
+            return first.post("/t/widgets/", {"name": "a"}, key="k")
+        entered.wait(10)
+        threading.Timer(0.2, release.set).start()
+        return second.post("/t/widgets/", {"name": "a"}, key="k")
+
+    answers = run_concurrently(2, run)
+
+    assert answers[0].status_code == 201
+    assert answers[1].status_code == 201
+    assert answers[1]["Idempotent-Replayed"] == "true"
+    assert Widget.objects.count() == 1
+
+
+def test_a_duplicate_gets_409_with_retry_after_once_the_wait_is_over(
+    user, monkeypatch, settings
+):
+    settings.IDEMPOTENCY = {"WAIT": 0.2}
+    release = threading.Event()
+    entered = threading.Event()
+    original_create = views.WidgetViewSet.create
+
+    def stuck_create(self, request, *args, **kwargs):
+        entered.set()
+        release.wait(10)
+        return original_create(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(views.WidgetViewSet, "create", stuck_create)
+    client = ApiClient(user.username)
+
+    def run(i):
+        if i == 0:
+            return client.post("/t/widgets/", {"name": "a"}, key="k")
+        entered.wait(10)
+        try:
+            return ApiClient(user.username).post("/t/widgets/", {"name": "a"}, key="k")
+        finally:
+            release.set()
+
+    first, duplicate = run_concurrently(2, run)
+
+    assert duplicate.status_code == 409
+    assert duplicate["Retry-After"] == "1"
+    assert first.status_code == 201
+    assert Widget.objects.count() == 1
+
+
+def test_the_wait_bound_does_not_leak_into_the_views_own_locks(
+    user, monkeypatch, settings
+):
+    """lock_timeout applies to the claim only: the view may wait on its rows."""
+    settings.IDEMPOTENCY = {"WAIT": 0.1}
+    widget = Widget.objects.create(name="shared")
+    locked = threading.Event()
+    original_create = views.WidgetViewSet.create
+
+    def create_after_row_lock(self, request, *args, **kwargs):
+        Widget.objects.select_for_update().get(pk=widget.pk)
+        return original_create(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(views.WidgetViewSet, "create", create_after_row_lock)
+
+    def run(i):
+        from django.db import transaction
+
+        if i == 0:
+            with transaction.atomic():
+                Widget.objects.select_for_update().get(pk=widget.pk)
+                locked.set()
+                threading.Event().wait(0.5)  # hold the row past WAIT
+            return None
+        locked.wait(10)
+        return ApiClient(user.username).post("/t/widgets/", {"name": "b"}, key="k")
+
+    _, answer = run_concurrently(2, run)
+
+    assert answer.status_code == 201
+
+
+def test_two_users_with_the_same_key_and_payload_get_their_own_results(make_user):
+    alice, bob = make_user("alice"), make_user("bob")
+    clients = {"alice": ApiClient("alice"), "bob": ApiClient("bob")}
+    names = ["alice", "bob"] * 4
+
+    answers = run_concurrently(
+        8,
+        lambda i: clients[names[i]].post(
+            "/api/orders/", {"sku": "A", "quantity": 1}, key="same"
+        ),
+    )
+
+    by_user = {name: set() for name in clients}
+    for name, answer in zip(names, answers, strict=True):
+        if answer.status_code == 201:
+            by_user[name].add(answer.json()["id"])
+    from project.shop.models import Order
+
+    assert Order.objects.filter(owner=alice).count() == 1
+    assert Order.objects.filter(owner=bob).count() == 1
+    assert by_user["alice"] <= {Order.objects.get(owner=alice).pk}
+    assert by_user["bob"] <= {Order.objects.get(owner=bob).pk}

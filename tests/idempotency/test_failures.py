@@ -1,0 +1,68 @@
+"""A failed first attempt leaves no effect, says failed, and lets a retry run."""
+
+import pytest
+
+from idempotency.models import IdempotencyRecord
+from tests.testapp import views
+from tests.testapp.models import Widget
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_view_raising_rolls_back_and_records_failed_then_the_retry_succeeds(api):
+    views.faults["raise"] = 1
+    with pytest.raises(RuntimeError):
+        api.post("/t/widgets/", {"name": "a"}, key="k")
+
+    assert Widget.objects.count() == 0
+    record = IdempotencyRecord.objects.get()
+    assert (record.state, record.attempts) == ("failed", 1)
+
+    retry = api.post("/t/widgets/", {"name": "a"}, key="k")
+    assert retry.status_code == 201
+    assert "Idempotent-Replayed" not in retry
+    assert Widget.objects.count() == 1
+    record.refresh_from_db()
+    assert (record.state, record.attempts) == ("completed", 2)
+
+
+def test_view_returning_500_rolls_back_and_is_not_replayed(api):
+    views.faults["500"] = 2
+    assert api.post("/t/widgets/", {"name": "a"}, key="k").status_code == 500
+    assert api.post("/t/widgets/", {"name": "a"}, key="k").status_code == 500
+
+    assert Widget.objects.count() == 0
+    record = IdempotencyRecord.objects.get()
+    assert (record.state, record.attempts) == ("failed", 2)
+
+    retry = api.post("/t/widgets/", {"name": "a"}, key="k")
+    assert retry.status_code == 201
+    assert Widget.objects.count() == 1
+
+
+def test_unstorable_status_from_the_view_rolls_back_and_is_retried(api):
+    views.faults["409"] = 1
+    assert api.post("/t/widgets/", {"name": "a"}, key="k").status_code == 409
+    assert Widget.objects.count() == 0
+
+    retry = api.post("/t/widgets/", {"name": "a"}, key="k")
+    assert retry.status_code == 201
+    assert Widget.objects.count() == 1
+
+
+def test_a_failed_key_still_refuses_a_different_payload(api):
+    views.faults["500"] = 1
+    api.post("/t/widgets/", {"name": "a"}, key="k")
+
+    assert api.post("/t/widgets/", {"name": "b"}, key="k").status_code == 422
+    assert Widget.objects.count() == 0
+
+
+def test_custom_store_status_policy_is_honoured(api, settings):
+    settings.IDEMPOTENCY = {"STORE_STATUS": "tests.testapp.policies.only_2xx"}
+    first = api.post("/t/widgets/", {"nome": "typo"}, key="k")
+    assert first.status_code == 400
+    assert IdempotencyRecord.objects.get().state == "failed"
+
+    fixed = api.post("/t/widgets/", {"nome": "typo"}, key="k")
+    assert "Idempotent-Replayed" not in fixed

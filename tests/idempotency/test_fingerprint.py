@@ -1,0 +1,94 @@
+import pytest
+from django.test import RequestFactory
+
+from idempotency.fingerprint import compute
+
+factory = RequestFactory()
+
+
+def fingerprint(
+    body,
+    *,
+    path="/orders/",
+    content_type="application/json",
+    method="post",
+    operation="op",
+    exclude=(),
+):
+    request = getattr(factory, method)(path, data=body, content_type=content_type)
+    return compute(request, operation, exclude)
+
+
+def test_json_key_order_and_whitespace_do_not_change_the_hash():
+    assert fingerprint('{"a": 1, "b": [1, 2]}') == fingerprint('{"b":[1,2],"a":1}')
+    assert fingerprint('{"a": {"y": 1, "x": 2}}') == fingerprint(
+        '{\n  "a": {"x": 2, "y": 1}\n}'
+    )
+
+
+def test_json_values_change_the_hash():
+    assert fingerprint('{"a": 1}') != fingerprint('{"a": 2}')
+    assert fingerprint('{"a": 1}') != fingerprint('{"a": "1"}')
+
+
+def test_excluded_fields_do_not_change_the_hash():
+    exclude = ("client_ts", "meta.sent_at")
+    base = fingerprint(
+        '{"a": 1, "client_ts": 1, "meta": {"sent_at": 5, "k": 1}}', exclude=exclude
+    )
+    other = fingerprint(
+        '{"a": 1, "client_ts": 2, "meta": {"sent_at": 9, "k": 1}}', exclude=exclude
+    )
+    assert base == other
+    assert base != fingerprint(
+        '{"a": 1, "client_ts": 2, "meta": {"k": 2}}', exclude=exclude
+    )
+
+
+def test_query_string_order_does_not_change_the_hash():
+    assert fingerprint("{}", path="/o/?b=2&a=1") == fingerprint(
+        "{}", path="/o/?a=1&b=2"
+    )
+    assert fingerprint("{}", path="/o/?a=1") != fingerprint("{}", path="/o/?a=2")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"path": "/other/"},
+        {"method": "put"},
+        {"operation": "other"},
+        {"content_type": "text/plain"},
+    ],
+)
+def test_method_path_operation_and_media_type_change_the_hash(change):
+    assert fingerprint("{}") != fingerprint("{}", **change)
+
+
+def test_media_type_parameters_are_ignored():
+    assert fingerprint("{}") == fingerprint(
+        "{}", content_type="application/json; charset=utf-8"
+    )
+
+
+def test_non_json_bodies_count_as_raw_bytes():
+    assert fingerprint("a=1&b=2", content_type="text/plain") != fingerprint(
+        "b=2&a=1", content_type="text/plain"
+    )
+    assert fingerprint("{not json", content_type="application/json") != fingerprint(
+        "{not  json", content_type="application/json"
+    )
+
+
+def test_multipart_bodies_already_read_hash_their_fields_and_files():
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    def multipart(content):
+        request = factory.post(
+            "/u/", {"name": "x", "file": SimpleUploadedFile("a.txt", content)}
+        )
+        request.POST  # noqa: B018 - streams the body, as CSRF checks can
+        return compute(request, "op")
+
+    assert multipart(b"one") == multipart(b"one")
+    assert multipart(b"one") != multipart(b"two")
