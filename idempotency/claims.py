@@ -210,8 +210,9 @@ def _take(claim, records, *, lease):
     """Claim the key (insert, or lock the existing row); return a replay or None."""
     now = clock.now()
     locked_until = now + lease if lease else None
+    wait_ms = max(1, math.ceil(_wait().total_seconds() * 1000))
     try:
-        record_id = records.insert_pending(
+        record_id, record = records.claim(
             scope=claim.scope,
             operation=claim.operation,
             key=claim.key,
@@ -219,25 +220,26 @@ def _take(claim, records, *, lease):
             now=now,
             expires_at=claim.expires_at,
             locked_until=locked_until,
-            lock_timeout_ms=max(1, math.ceil(_wait().total_seconds() * 1000)),
+            lock_timeout_ms=wait_ms,
         )
-        if record_id is None:
-            # The key exists: lock it so its state cannot change under us.
-            record = (
-                records.select_for_update()
-                .for_key(claim.scope, claim.operation, claim.key)
-                .get()
+        if record_id is not None:
+            claim.record_id, claim.attempt = record_id, 1
+            return None
+        if record is None or not _is_final(record, now):
+            # Anything but a live completed record may change: lock and re-read.
+            record = records.lock_key(
+                claim.scope, claim.operation, claim.key, lock_timeout_ms=wait_ms
             )
     except OperationalError as exc:
         if _is_lock_timeout(exc):
             raise RequestInFlight(retry_after=_wait().total_seconds()) from exc
         raise
-    # Only the claim's own waits are bounded; the view's locks keep the default.
-    records.reset_lock_timeout()
-    if record_id is not None:
-        claim.record_id, claim.attempt = record_id, 1
-        return None
     return _decide(claim, records, record, now, locked_until)
+
+
+def _is_final(record, now) -> bool:
+    """A completed, unexpired record never changes: it is safe to read unlocked."""
+    return record.state == State.COMPLETED and record.expires_at > now
 
 
 def _decide(claim, records, record, now, locked_until):
@@ -280,7 +282,9 @@ def _reclaim(claim, records, record, locked_until, *, renew, now):
             completed_at=None,
             expires_at=claim.expires_at,
         )
-    records.filter(pk=record.pk).update(**changes)
+    # Fenced on the attempt read, for backends without row locks (SQLite).
+    if not records.filter(pk=record.pk, attempts=record.attempts).update(**changes):
+        raise RequestInFlight(retry_after=_wait().total_seconds())
     claim.record_id, claim.attempt = record.pk, record.attempts + 1
 
 
