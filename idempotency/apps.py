@@ -12,10 +12,19 @@ class IdempotencyConfig(AppConfig):
         from django.core.checks import register
         from django.core.signals import setting_changed
 
-        from . import checks
+        from . import checks, ops, retention
         from .conf import idempotency_settings
+        from .models import IdempotencyRecord
 
         register(checks.check_settings)
+        retention.register("idempotency", IdempotencyRecord.objects.purgeable)
+        ops.register_panel(ops.idempotency_panel)
+        ops.register_series(
+            _("keys created"),
+            lambda since: ops.hourly_counts(
+                IdempotencyRecord.objects, "created_at", since
+            ),
+        )
         setting_changed.connect(
             idempotency_settings.on_setting_changed, dispatch_uid="idempotency-conf"
         )

@@ -208,33 +208,38 @@ def _run_lease(claim, produce):
 
 def _take(claim, records, *, lease):
     """Claim the key (insert, or lock the existing row); return a replay or None."""
-    now = clock.now()
-    locked_until = now + lease if lease else None
     wait_ms = max(1, math.ceil(_wait().total_seconds() * 1000))
-    try:
-        record_id, record = records.claim(
-            scope=claim.scope,
-            operation=claim.operation,
-            key=claim.key,
-            request_hash=claim.request_hash,
-            now=now,
-            expires_at=claim.expires_at,
-            locked_until=locked_until,
-            lock_timeout_ms=wait_ms,
-        )
-        if record_id is not None:
-            claim.record_id, claim.attempt = record_id, 1
-            return None
-        if record is None or not _is_final(record, now):
-            # Anything but a live completed record may change: lock and re-read.
-            record = records.lock_key(
-                claim.scope, claim.operation, claim.key, lock_timeout_ms=wait_ms
+    # A record can vanish between the claim and the lock (a purge deleted it);
+    # then the key is free again and the next round inserts it.
+    for _round in range(3):
+        now = clock.now()
+        locked_until = now + lease if lease else None
+        try:
+            record_id, record = records.claim(
+                scope=claim.scope,
+                operation=claim.operation,
+                key=claim.key,
+                request_hash=claim.request_hash,
+                now=now,
+                expires_at=claim.expires_at,
+                locked_until=locked_until,
+                lock_timeout_ms=wait_ms,
             )
-    except OperationalError as exc:
-        if _is_lock_timeout(exc):
-            raise RequestInFlight(retry_after=_wait().total_seconds()) from exc
-        raise
-    return _decide(claim, records, record, now, locked_until)
+            if record_id is not None:
+                claim.record_id, claim.attempt = record_id, 1
+                return None
+            if record is None or not _is_final(record, now):
+                # Anything but a live completed record may change: lock, re-read.
+                record = records.lock_key(
+                    claim.scope, claim.operation, claim.key, lock_timeout_ms=wait_ms
+                )
+        except OperationalError as exc:
+            if _is_lock_timeout(exc):
+                raise RequestInFlight(retry_after=_wait().total_seconds()) from exc
+            raise
+        if record is not None:
+            return _decide(claim, records, record, now, locked_until)
+    raise RequestInFlight(retry_after=_wait().total_seconds())
 
 
 def _is_final(record, now) -> bool:

@@ -41,6 +41,10 @@ class IdempotencyRecord(models.Model):
     class Meta:
         verbose_name = _("idempotency record")
         verbose_name_plural = _("idempotency records")
+        permissions = [
+            ("release_idempotencyrecord", _("Can release stuck idempotency keys")),
+            ("purge_records", _("Can purge expired records of every kind")),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["scope", "operation", "key"], name="idempotency_unique_key"
@@ -52,7 +56,22 @@ class IdempotencyRecord(models.Model):
                 fields=["state", "locked_until"], name="idempotency_state_idx"
             ),
             models.Index(fields=["created_at"], name="idempotency_created_idx"),
+            models.Index(fields=["key"], name="idempotency_key_idx"),
+            models.Index(
+                fields=["operation", "created_at"], name="idempotency_operation_idx"
+            ),
         ]
 
     def __str__(self):
         return f"{self.operation} {self.key} ({self.state})"
+
+
+class OpsDashboard(IdempotencyRecord):
+    """Not data: gives the operations dashboard a place on the admin index
+    and a permission of its own (``idempotency.view_opsdashboard``)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("operations dashboard")
+        verbose_name_plural = _("operations dashboard")
+        default_permissions = ("view",)

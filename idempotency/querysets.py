@@ -32,6 +32,11 @@ class IdempotencyRecordQuerySet(models.QuerySet):
     def expired(self, now):
         return self.filter(expires_at__lte=now)
 
+    def purgeable(self, now):
+        """Expired records, but never a pending claim whose lease still runs."""
+        live_lease = models.Q(state="pending", locked_until__gt=now)
+        return self.expired(now).exclude(live_lease)
+
     def stuck(self, now):
         """Pending claims whose lease ran out: their worker died or hangs."""
         return self.filter(state="pending", locked_until__lt=now)
@@ -110,7 +115,7 @@ class IdempotencyRecordQuerySet(models.QuerySet):
         return None, record
 
     def lock_key(self, scope, operation, key, *, lock_timeout_ms):
-        """Lock the record of a key, waiting at most ``lock_timeout_ms``."""
+        """Lock the record of a key (None if gone), waiting at most the timeout."""
         connection = connections[self.db]
         bounded = connection.vendor == "postgresql"
         if bounded:
@@ -119,7 +124,7 @@ class IdempotencyRecordQuerySet(models.QuerySet):
                     "SELECT set_config('lock_timeout', %s, true)",
                     [f"{lock_timeout_ms}ms"],
                 )
-        record = self.select_for_update().for_key(scope, operation, key).get()
+        record = self.select_for_update().for_key(scope, operation, key).first()
         if bounded:
             with connection.cursor() as cursor:
                 cursor.execute("RESET lock_timeout")

@@ -1,0 +1,152 @@
+"""The idempotency records in the operations console."""
+
+from django.contrib import admin, messages
+from django.shortcuts import redirect
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from . import clock
+from .admin_base import (
+    AgeFilter,
+    InputFilter,
+    ReadOnlyAdmin,
+    log_action,
+    pretty_body,
+    pretty_json,
+)
+from .models import IdempotencyRecord, OpsDashboard
+
+STATE_COLOURS = {"pending": "#b7791f", "completed": "#2f855a", "failed": "#c53030"}
+
+
+class ScopeFilter(InputFilter):
+    title = _("scope")
+    parameter_name = "scope"
+    field = "scope"
+
+
+class StuckFilter(admin.SimpleListFilter):
+    title = _("lease")
+    parameter_name = "lease"
+
+    def lookups(self, request, model_admin):
+        return (("stuck", _("stuck (lease expired)")), ("live", _("held")))
+
+    def queryset(self, request, queryset):
+        now = clock.now()
+        if self.value() == "stuck":
+            return queryset.stuck(now)
+        if self.value() == "live":
+            return queryset.filter(state="pending", locked_until__gte=now)
+        return queryset
+
+
+@admin.register(IdempotencyRecord)
+class IdempotencyRecordAdmin(ReadOnlyAdmin):
+    list_display = [
+        "key",
+        "state_badge",
+        "operation",
+        "scope",
+        "status_code",
+        "attempts",
+        "created_at",
+        "expires_at",
+    ]
+    list_filter = ["state", StuckFilter, "operation", ScopeFilter, AgeFilter]
+    search_fields = ["key__exact", "scope__exact", "resource_id__exact"]
+    search_help_text = _("Exact key, scope or resource id.")
+    date_hierarchy = "created_at"
+    ordering = ["-created_at"]
+    actions = ["release_stuck_keys"]
+    fields = [
+        "scope",
+        "operation",
+        "key",
+        "state",
+        "attempts",
+        "request_hash",
+        "status_code",
+        "pretty_headers",
+        "pretty_response",
+        "resource_type",
+        "resource_id",
+        "locked_until",
+        "created_at",
+        "completed_at",
+        "expires_at",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description=_("state"), ordering="state")
+    def state_badge(self, obj):
+        return format_html(
+            '<b style="color:{}">{}</b>',
+            STATE_COLOURS.get(obj.state, "inherit"),
+            obj.get_state_display(),
+        )
+
+    @admin.display(description=_("response headers"))
+    def pretty_headers(self, obj):
+        return pretty_json(obj.response_headers)
+
+    @admin.display(description=_("response body"))
+    def pretty_response(self, obj):
+        return pretty_body(obj.response_body)
+
+    def has_release_permission(self, request):
+        return self.has_named_permission(request, "release_idempotencyrecord")
+
+    @admin.action(permissions=["release"], description=_("Release stuck keys"))
+    def release_stuck_keys(self, request, queryset):
+        # Only an expired lease is released: a live one belongs to a running
+        # worker. "failed" lets the client's retry run; the fenced completion
+        # of a late worker then matches nothing.
+        now = clock.now()
+        stuck = list(queryset.stuck(now))
+        released = (
+            IdempotencyRecord.objects.filter(pk__in=[record.pk for record in stuck])
+            .stuck(now)
+            .update(state=IdempotencyRecord.State.FAILED, locked_until=None)
+        )
+        log_action(request, stuck, "Released stuck key (lease expired).")
+        skipped = queryset.count() - released
+        self.message_user(
+            request,
+            ngettext(
+                "Released %(count)d stuck key.",
+                "Released %(count)d stuck keys.",
+                released,
+            )
+            % {"count": released}
+            + (
+                " "
+                + ngettext(
+                    "%(count)d was not stuck and was left alone.",
+                    "%(count)d were not stuck and were left alone.",
+                    skipped,
+                )
+                % {"count": skipped}
+                if skipped
+                else ""
+            ),
+            messages.SUCCESS if released else messages.INFO,
+        )
+
+
+@admin.register(OpsDashboard)
+class OpsDashboardAdmin(admin.ModelAdmin):
+    """The admin index entry for /admin/ops/."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def changelist_view(self, request, extra_context=None):
+        return redirect("once_ops:dashboard")

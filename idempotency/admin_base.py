@@ -1,0 +1,120 @@
+"""What every django-once ModelAdmin shares: read-only lists, pretty JSON,
+free-text filters and action logging. The other apps import it."""
+
+import json
+
+from django.contrib import admin
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.contenttypes.models import ContentType
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """The console is read-only; its actions are the only writes."""
+
+    list_per_page = 50
+    show_full_result_count = False  # a COUNT(*) over a million rows per page view
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_named_permission(self, request, codename):
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.{codename}")
+
+
+def pretty_json(value) -> str:
+    if value in (None, "", {}, []):
+        return "—"
+    return format_html(
+        '<pre class="once-json">{}</pre>',
+        json.dumps(value, indent=2, sort_keys=True, default=str),
+    )
+
+
+def pretty_body(raw) -> str:
+    """Show stored bytes as pretty JSON when they are JSON, else as text."""
+    if raw is None:
+        return "—"
+    data = bytes(raw)
+    try:
+        return pretty_json(json.loads(data))
+    except ValueError:
+        text = data.decode("utf-8", errors="replace")
+        return format_html('<pre class="once-json">{}</pre>', text)
+
+
+def log_action(request, objects, message: str) -> None:
+    """Record an operator's action on each object in the admin log."""
+    objects = list(objects)
+    if not objects:
+        return
+    content_type = ContentType.objects.get_for_model(
+        objects[0], for_concrete_model=False
+    )
+    LogEntry.objects.bulk_create(
+        LogEntry(
+            user_id=request.user.pk,
+            content_type_id=content_type.pk,
+            object_id=str(obj.pk),
+            object_repr=str(obj)[:200],
+            action_flag=CHANGE,
+            change_message=message,
+        )
+        for obj in objects
+    )
+
+
+class InputFilter(admin.SimpleListFilter):
+    """A free-text exact filter for high-cardinality columns (scope, source).
+
+    A choice list would run SELECT DISTINCT over the whole table.
+    """
+
+    template = "admin/idempotency/input_filter.html"
+    field = None
+
+    def lookups(self, request, model_admin):
+        # Django shows a filter only when it has choices; one dummy suffices.
+        return ((None, None),)
+
+    def choices(self, changelist):
+        query = changelist.get_query_string(remove=[self.parameter_name])
+        yield {"query_string": query, "value": self.value() or ""}
+
+    def queryset(self, request, queryset):
+        if self.value():
+            return queryset.filter(**{self.field: self.value()})
+        return queryset
+
+
+class AgeFilter(admin.SimpleListFilter):
+    title = _("age")
+    parameter_name = "age"
+    field = "created_at"
+    AGES = {"1h": 1, "24h": 24, "7d": 24 * 7}
+
+    def lookups(self, request, model_admin):
+        return (
+            ("1h", _("older than 1 hour")),
+            ("24h", _("older than 24 hours")),
+            ("7d", _("older than 7 days")),
+        )
+
+    def queryset(self, request, queryset):
+        from datetime import timedelta
+
+        from . import clock
+
+        hours = self.AGES.get(self.value())
+        if hours is None:
+            return queryset
+        cutoff = clock.now() - timedelta(hours=hours)
+        return queryset.filter(**{f"{self.field}__lt": cutoff})

@@ -1,0 +1,93 @@
+"""Retention: delete what has outlived its purpose, in small batches.
+
+Each app registers a *kind* from its ``AppConfig.ready()``: a name and a
+function returning the rows safe to delete at a given time. This module
+never imports the other apps, so dependencies keep pointing one way.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import router, transaction
+from django.db.models import QuerySet
+
+from . import clock
+
+DEFAULT_BATCH_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class RetentionKind:
+    name: str
+    # (now) -> the rows past their retention; re-applied to every batch.
+    purgeable: Callable[[datetime], QuerySet]
+
+
+_kinds: dict[str, RetentionKind] = {}
+
+
+def register(name: str, purgeable: Callable[[datetime], QuerySet]) -> None:
+    """Make ``purge()`` delete ``purgeable(now)`` under the name ``name``."""
+    _kinds[name] = RetentionKind(name, purgeable)
+
+
+def kinds() -> list[str]:
+    return list(_kinds)
+
+
+def purgeable_counts(now=None, *, cap=None) -> dict[str, int]:
+    """Count the rows each kind would delete (at most ``cap`` each)."""
+    now = now or clock.now()
+    counts = {}
+    for kind in _kinds.values():
+        rows = kind.purgeable(now)
+        counts[kind.name] = rows[:cap].count() if cap else rows.count()
+    return counts
+
+
+def purge(
+    *, only=None, batch_size=DEFAULT_BATCH_SIZE, dry_run=False, now=None, progress=None
+) -> dict[str, int]:
+    """Delete every registered kind's purgeable rows; return counts per kind.
+
+    Each batch is its own short transaction and re-checks the kind's filter,
+    so a row that changed since it was selected (a receipt reprocessed, a key
+    re-claimed) is left alone, and writers are never blocked for more than
+    one batch. ``progress(kind, deleted_so_far)`` is called after each batch.
+    """
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    unknown = set(only or ()) - set(_kinds)
+    if unknown:
+        raise ValueError(
+            f"Unknown retention kind(s): {', '.join(sorted(unknown))}; "
+            f"choose from {', '.join(_kinds)}."
+        )
+    now = now or clock.now()
+    chosen = [kind for kind in _kinds.values() if not only or kind.name in only]
+    if dry_run:
+        return {kind.name: kind.purgeable(now).count() for kind in chosen}
+    return {kind.name: _purge_kind(kind, now, batch_size, progress) for kind in chosen}
+
+
+def _purge_kind(kind, now, batch_size, progress) -> int:
+    deleted = 0
+    while True:
+        rows = kind.purgeable(now)
+        using = router.db_for_write(rows.model)
+        with transaction.atomic(using=using):
+            # Lock only this batch, skipping rows a writer holds right now.
+            batch = list(
+                rows.using(using)
+                .order_by()
+                .select_for_update(skip_locked=True)
+                .values_list("pk", flat=True)[:batch_size]
+            )
+            if batch:
+                count, _ = rows.using(using).filter(pk__in=batch).delete()
+                deleted += count
+        if progress and batch:
+            progress(kind.name, deleted)
+        if len(batch) < batch_size:
+            return deleted

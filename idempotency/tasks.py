@@ -1,0 +1,11 @@
+"""Celery tasks of the idempotency app."""
+
+from celery import shared_task
+
+from . import retention
+
+
+@shared_task(name="idempotency.purge", ignore_result=True)
+def purge(only=None, batch_size=retention.DEFAULT_BATCH_SIZE):
+    """Run the same purge as ``manage.py purge_idempotency``."""
+    return retention.purge(only=only, batch_size=batch_size)

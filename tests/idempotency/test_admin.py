@@ -1,0 +1,128 @@
+"""The idempotency records in the console: read-only, one guarded action."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission
+from django.utils import timezone
+
+from idempotency.models import IdempotencyRecord
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = "/admin/idempotency/idempotencyrecord/"
+
+
+@pytest.fixture
+def staff(make_user):
+    user = make_user("operator", is_staff=True)
+    user.user_permissions.add(
+        Permission.objects.get(codename="view_idempotencyrecord"),
+        Permission.objects.get(codename="view_opsdashboard"),
+    )
+    return user
+
+
+def grant(user, codename):
+    user.user_permissions.add(Permission.objects.get(codename=codename))
+
+
+def make_record(key, *, state="pending", lease=-60):
+    now = timezone.now()
+    return IdempotencyRecord.objects.create(
+        scope="user:1",
+        operation="op",
+        key=key,
+        request_hash="h",
+        state=state,
+        created_at=now,
+        expires_at=now + timedelta(days=1),
+        locked_until=now + timedelta(seconds=lease) if state == "pending" else None,
+        response_body=b'{"id": 1}',
+        response_headers={"Content-Type": "application/json"},
+    )
+
+
+def release(client, *records):
+    return client.post(
+        CHANGELIST,
+        {"action": "release_stuck_keys", "_selected_action": [r.pk for r in records]},
+        follow=True,
+    )
+
+
+def test_anonymous_is_sent_to_the_login_page(client):
+    answer = client.get(CHANGELIST)
+
+    assert answer.status_code == 302
+    assert "/admin/login/" in answer["Location"]
+
+
+def test_list_detail_and_filters_render_read_only(client, staff):
+    record = make_record("k1", state="completed")
+    client.force_login(staff)
+
+    listing = client.get(
+        CHANGELIST + "?state__exact=completed&lease=stuck&age=1h&scope=user:1&q=k1"
+    )
+    assert listing.status_code == 200
+    detail = client.get(f"{CHANGELIST}{record.pk}/change/")
+    assert detail.status_code == 200
+    assert b"once-json" in detail.content
+    assert client.get(CHANGELIST + "add/").status_code == 403
+
+
+def test_search_finds_a_key_exactly(client, staff):
+    make_record("needle", state="completed")
+    make_record("needles", state="completed")
+    client.force_login(staff)
+
+    answer = client.get(CHANGELIST + "?q=needle")
+    assert answer.context["cl"].result_count == 1
+
+
+def test_release_without_its_permission_changes_nothing(client, staff):
+    stuck = make_record("stuck")
+    client.force_login(staff)
+
+    answer = release(client, stuck)
+
+    assert answer.status_code == 200
+    stuck.refresh_from_db()
+    assert stuck.state == "pending"
+    assert not LogEntry.objects.exists()
+
+
+def test_release_marks_expired_leases_failed_logs_and_is_safe_twice(client, staff):
+    stuck, live = make_record("stuck"), make_record("live", lease=600)
+    grant(staff, "release_idempotencyrecord")
+    client.force_login(staff)
+
+    first = release(client, stuck, live)
+    stuck.refresh_from_db()
+    live.refresh_from_db()
+    assert (stuck.state, stuck.locked_until) == ("failed", None)
+    assert live.state == "pending"
+    assert "Released 1 stuck key." in first.content.decode()
+    entry = LogEntry.objects.get()
+    assert (entry.user, entry.object_id) == (staff, str(stuck.pk))
+
+    second = release(client, stuck)
+    assert "Released 0 stuck keys." in second.content.decode()
+    assert LogEntry.objects.count() == 1
+
+
+def test_a_released_key_lets_the_clients_retry_run(api, clock, client, staff):
+    from tests.testapp import views
+
+    views.faults["crash"] = 1
+    with pytest.raises(views.SimulatedCrash):
+        api.post("/t/charge/", {}, key="k")
+    record = IdempotencyRecord.objects.get()
+    IdempotencyRecord.objects.update(locked_until=timezone.now() - timedelta(seconds=1))
+    grant(staff, "release_idempotencyrecord")
+    client.force_login(staff)
+    release(client, record)
+
+    assert api.post("/t/charge/", {}, key="k").status_code == 201

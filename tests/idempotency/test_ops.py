@@ -1,0 +1,109 @@
+"""The operations dashboard and the purge behind its confirmation page."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission
+from django.utils import timezone
+
+from idempotency.models import IdempotencyRecord
+
+pytestmark = pytest.mark.django_db
+
+DASHBOARD = "/admin/ops/"
+
+
+@pytest.fixture
+def staff(make_user):
+    return make_user("operator", is_staff=True)
+
+
+def grant(user, *codenames):
+    for codename in codenames:
+        user.user_permissions.add(Permission.objects.get(codename=codename))
+
+
+def make_record(key, *, state="completed", expires_in=timedelta(days=1), lease=None):
+    now = timezone.now()
+    return IdempotencyRecord.objects.create(
+        scope="user:1",
+        operation="op",
+        key=key,
+        request_hash="h",
+        state=state,
+        created_at=now,
+        expires_at=now + expires_in,
+        locked_until=now + lease if lease else None,
+    )
+
+
+def test_anonymous_is_sent_to_login(client):
+    answer = client.get(DASHBOARD)
+    assert answer.status_code == 302
+    assert "/admin/login/" in answer["Location"]
+
+
+def test_staff_without_the_permission_gets_403(client, staff):
+    client.force_login(staff)
+    assert client.get(DASHBOARD).status_code == 403
+
+
+def test_dashboard_shows_figures_linking_to_filtered_lists(client, staff):
+    grant(staff, "view_opsdashboard", "view_idempotencyrecord")
+    make_record("pending", state="pending", lease=timedelta(minutes=5))
+    make_record("stuck", state="pending", lease=timedelta(minutes=-5))
+    make_record("failed", state="failed")
+    make_record("old", expires_in=timedelta(seconds=-1))
+    client.force_login(staff)
+
+    answer = client.get(DASHBOARD)
+
+    assert answer.status_code == 200
+    figures = {f.label: f for p in answer.context["panels"] for f in p.figures}
+    assert figures["pending keys"].value == 2
+    assert figures["stuck leases"].value == 1
+    assert figures["stuck leases"].alert
+    assert figures["failed attempts (24 h)"].value == 1
+    assert client.get(figures["stuck leases"].url).context["cl"].result_count == 1
+    assert {"kind": "idempotency", "count": 1} in answer.context["awaiting_purge"]
+    assert b"<svg" in answer.content
+    assert b"keys created" in answer.content
+
+
+def test_admin_index_links_to_the_dashboard(client, staff):
+    grant(staff, "view_opsdashboard")
+    client.force_login(staff)
+
+    index = client.get("/admin/")
+    assert b"/admin/idempotency/opsdashboard/" in index.content
+    assert client.get("/admin/idempotency/opsdashboard/")["Location"] == DASHBOARD
+
+
+def test_purge_needs_its_permission(client, staff):
+    grant(staff, "view_opsdashboard")
+    make_record("old", expires_in=timedelta(seconds=-1))
+    client.force_login(staff)
+
+    assert client.post(DASHBOARD + "purge/", {"confirm": "yes"}).status_code == 403
+    assert IdempotencyRecord.objects.count() == 1
+
+
+def test_purge_confirms_first_then_deletes_and_logs(client, staff):
+    grant(staff, "view_opsdashboard", "purge_records")
+    make_record("old", expires_in=timedelta(seconds=-1))
+    make_record("live")
+    client.force_login(staff)
+
+    confirm = client.get(DASHBOARD + "purge/")
+    assert confirm.status_code == 200
+    assert confirm.context["counts"]["idempotency"] == 1
+    assert IdempotencyRecord.objects.count() == 2
+
+    done = client.post(DASHBOARD + "purge/", {"confirm": "yes"}, follow=True)
+    assert "Purged 1 record" in done.content.decode()
+    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["live"]
+    assert LogEntry.objects.get().user == staff
+
+    again = client.post(DASHBOARD + "purge/", {"confirm": "yes"}, follow=True)
+    assert "Purged 0 records" in again.content.decode()

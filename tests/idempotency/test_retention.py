@@ -1,0 +1,192 @@
+"""Retention: purge deletes exactly what is past retention, in batches."""
+
+import threading
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from idempotency import retention
+from idempotency.models import IdempotencyRecord
+from idempotency.querysets import IdempotencyRecordQuerySet
+from tests.conftest import ApiClient, run_concurrently
+
+pytestmark = pytest.mark.django_db
+
+
+def make_record(key, *, expires_in, state="completed", locked_for=None):
+    now = timezone.now()
+    return IdempotencyRecord.objects.create(
+        scope="user:1",
+        operation="op",
+        key=key,
+        request_hash="h",
+        state=state,
+        created_at=now - timedelta(days=2),
+        expires_at=now + expires_in,
+        locked_until=now + locked_for if locked_for else None,
+    )
+
+
+@pytest.fixture
+def mixed_records():
+    return {
+        "expired": make_record("expired", expires_in=timedelta(seconds=-1)),
+        "expired-failed": make_record(
+            "expired-failed", state="failed", expires_in=timedelta(hours=-1)
+        ),
+        "expired-stuck": make_record(
+            "expired-stuck",
+            state="pending",
+            expires_in=timedelta(hours=-1),
+            locked_for=timedelta(minutes=-5),
+        ),
+        "live": make_record("live", expires_in=timedelta(hours=1)),
+        "expired-but-leased": make_record(
+            "expired-but-leased",
+            state="pending",
+            expires_in=timedelta(hours=-1),
+            locked_for=timedelta(minutes=5),
+        ),
+    }
+
+
+def remaining_keys():
+    return set(IdempotencyRecord.objects.values_list("key", flat=True))
+
+
+def test_purge_deletes_expired_keys_and_nothing_else(mixed_records):
+    counts = retention.purge(only=["idempotency"])
+
+    assert counts == {"idempotency": 3}
+    assert remaining_keys() == {"live", "expired-but-leased"}
+
+
+def test_dry_run_deletes_nothing(mixed_records):
+    assert retention.purge(only=["idempotency"], dry_run=True) == {"idempotency": 3}
+    assert len(remaining_keys()) == 5
+
+
+def test_small_batches_delete_everything_and_report_progress(mixed_records):
+    seen = []
+    counts = retention.purge(
+        only=["idempotency"], batch_size=1, progress=lambda kind, n: seen.append(n)
+    )
+
+    assert counts == {"idempotency": 3}
+    assert seen == [1, 2, 3]
+
+
+def test_unknown_kind_is_refused():
+    with pytest.raises(ValueError, match="nope"):
+        retention.purge(only=["nope"])
+
+
+def test_command_prints_counts(mixed_records):
+    out = StringIO()
+    call_command("purge_idempotency", "--only", "idempotency", stdout=out)
+
+    assert "idempotency: deleted 3" in out.getvalue()
+
+
+def test_command_dry_run_and_progress(mixed_records):
+    out = StringIO()
+    call_command("purge_idempotency", "--dry-run", "--only=idempotency", stdout=out)
+    assert "idempotency: would delete 3" in out.getvalue()
+    assert len(remaining_keys()) == 5
+
+    out = StringIO()
+    call_command(
+        "purge_idempotency",
+        "--batch-size=2",
+        "--only=idempotency",
+        verbosity=2,
+        stdout=out,
+    )
+    assert "idempotency: 2 so far" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--only", "nope"], "nope"), (["--batch-size", "0"], "at least 1")],
+)
+def test_command_refuses_bad_options_readably(args, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("purge_idempotency", *args)
+
+
+def test_celery_task_runs_the_same_purge(mixed_records):
+    from idempotency.tasks import purge
+
+    assert purge.run(only=["idempotency"]) == {"idempotency": 3}
+
+
+class PausingQuerySet(IdempotencyRecordQuerySet):
+    """Holds a purge batch open, locks taken, until the test lets it go."""
+
+    paused = threading.Event()
+    resume = threading.Event()
+
+    def delete(self):
+        PausingQuerySet.paused.set()
+        PausingQuerySet.resume.wait(10)
+        return super().delete()
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_an_open_purge_batch_blocks_no_writer_of_new_keys(user, monkeypatch):
+    for i in range(20):
+        make_record(f"old-{i}", expires_in=timedelta(hours=-1))
+    PausingQuerySet.paused.clear()
+    PausingQuerySet.resume.clear()
+    monkeypatch.setitem(
+        retention._kinds,
+        "idempotency",
+        retention.RetentionKind(
+            "idempotency", lambda now: PausingQuerySet(IdempotencyRecord).purgeable(now)
+        ),
+    )
+
+    def run(i):
+        if i == 0:
+            return retention.purge(only=["idempotency"], batch_size=10)
+        PausingQuerySet.paused.wait(10)
+        try:
+            client = ApiClient(user.username)
+            return [
+                client.post("/t/widgets/", {"name": "n"}, key=f"new-{n}").status_code
+                for n in range(5)
+            ]
+        finally:
+            PausingQuerySet.resume.set()
+
+    # The writer finishes while the batch is still open (it sets resume last).
+    counts, statuses = run_concurrently(2, run, timeout=20)
+
+    assert statuses == [201] * 5
+    assert counts == {"idempotency": 20}
+    assert {k for k in remaining_keys() if k.startswith("new-")} == {
+        f"new-{n}" for n in range(5)
+    }
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_retry_of_a_key_deleted_by_purge_mid_claim_runs_as_new(api, monkeypatch):
+    """The claim read the expired row; purge deleted it before the lock."""
+    api.post("/t/widgets/", {"name": "a"}, key="k")
+    IdempotencyRecord.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    original = IdempotencyRecordQuerySet.lock_key
+
+    def lock_after_purge(self, *args, **kwargs):
+        retention.purge(only=["idempotency"])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(IdempotencyRecordQuerySet, "lock_key", lock_after_purge)
+    answer = api.post("/t/widgets/", {"name": "a"}, key="k")
+
+    assert answer.status_code == 201
+    assert "Idempotent-Replayed" not in answer
