@@ -297,19 +297,17 @@ def _complete(claim, records, response):
     status_code, body, headers = responses.capture(response)
     resource_type, resource_id = claim.resource
     # Fenced: only the attempt that holds the claim may complete it.
-    updated = records.filter(
-        pk=claim.record_id, attempts=claim.attempt, state=State.PENDING
-    ).update(
-        state=State.COMPLETED,
+    completed = records.complete(
+        claim.record_id,
+        claim.attempt,
         status_code=status_code,
-        response_body=body,
-        response_headers=headers,
+        body=body,
+        headers=headers,
         resource_type=resource_type,
         resource_id=resource_id,
-        locked_until=None,
-        completed_at=clock.now(),
+        now=clock.now(),
     )
-    if not updated:
+    if not completed:
         raise LeaseLost("The lease ran out and a newer attempt took this key.")
 
 
