@@ -71,6 +71,15 @@ def check_settings(app_configs=None, **kwargs):
                 id="idempotency.E009",
             )
         )
+    cap = merged["ANONYMOUS_MAX_KEYS"]
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+        errors.append(
+            Error(
+                "IDEMPOTENCY['ANONYMOUS_MAX_KEYS'] must be a positive int.",
+                hint="For example 10000.",
+                id="idempotency.E010",
+            )
+        )
     return errors
 
 

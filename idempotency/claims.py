@@ -21,6 +21,7 @@ from . import clock, keys, problems, responses
 from .conf import as_timedelta, idempotency_settings
 from .exceptions import (
     AnonymousKey,
+    AnonymousKeysExhausted,
     IdempotencyConfigurationError,
     IdempotencyError,
     KeyMissing,
@@ -123,6 +124,7 @@ def _new_claim(request, policy, key):
         if not policy.allow_anonymous:
             raise AnonymousKey("Authenticate to send an idempotency key here.")
         scope = ANONYMOUS
+        _check_anonymous_cap(policy.operation, key)
     ttl = as_timedelta(policy.ttl or idempotency_settings.TTL)
     claim = Claim(
         key=key,
@@ -139,6 +141,17 @@ def _new_claim(request, policy, key):
     if inner is not None:
         inner.idempotency = claim
     return claim
+
+
+def _check_anonymous_cap(operation, key):
+    # Anyone can mint keys in the shared anonymous scope: bound the live rows
+    # per operation so an unauthenticated client cannot grow the table forever.
+    cap = idempotency_settings.ANONYMOUS_MAX_KEYS
+    live = _records().filter(
+        scope=ANONYMOUS, operation=operation, expires_at__gt=clock.now()
+    )
+    if live[:cap].count() >= cap and not live.filter(key=key).exists():
+        raise AnonymousKeysExhausted(retry_after=60)
 
 
 def _records():

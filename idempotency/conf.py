@@ -79,6 +79,8 @@ idempotency_settings = AppSettings(
         "STORE_STATUS": "idempotency.responses.is_storable",
         # Response headers replayed besides Content-Type and Location.
         "REPLAY_HEADERS": (),
+        # Live records allowed per operation in the shared "anonymous" scope.
+        "ANONYMOUS_MAX_KEYS": 10_000,
         # Base of the problem+json ``type`` URIs.
         "PROBLEM_BASE_URI": "https://django-once.readthedocs.io/problems/",
     },

@@ -38,6 +38,13 @@ class AnonymousKey(IdempotencyError):
     title = "Idempotency keys need an authenticated client"
 
 
+class AnonymousKeysExhausted(IdempotencyError):
+    status = 429
+    type = "anonymous-keys-exhausted"
+    title = "Too many live anonymous idempotency keys for this operation"
+    retry_after = 60
+
+
 class PayloadMismatch(IdempotencyError):
     status = 422
     type = "key-reused"

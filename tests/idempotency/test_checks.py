@@ -27,6 +27,7 @@ def test_defaults_pass(settings):
         ({"STORE_STATUS": "idempotency.responses.REPLAYED_HEADER"}, "idempotency.E007"),
         ({"REPLAY_HEADERS": "ETag"}, "idempotency.E008"),
         ({"REPLAY_HEADERS": ["ETag", "Set-Cookie"]}, "idempotency.E009"),
+        ({"ANONYMOUS_MAX_KEYS": 0}, "idempotency.E010"),
     ],
 )
 def test_each_bad_setting_has_its_own_error(value, error_id, settings):

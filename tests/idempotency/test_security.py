@@ -1,0 +1,78 @@
+"""Scopes never leak; anonymous clients cannot grow the table without bound."""
+
+import json
+
+import pytest
+
+from idempotency.models import IdempotencyRecord
+from tests.conftest import ApiClient
+from tests.testapp.models import Widget
+
+pytestmark = pytest.mark.django_db
+
+
+def tenant_scope(request):
+    user = request.user
+    if not user.is_authenticated:
+        return None
+    return f"tenant:{user.last_name}"
+
+
+def test_a_stored_answer_is_never_served_to_another_user(make_user):
+    make_user("alice"), make_user("mallory")
+    alice, mallory = ApiClient("alice"), ApiClient("mallory")
+    mine = alice.post("/api/orders/", {"sku": "A", "quantity": 1}, key="k")
+    theirs = mallory.post("/api/orders/", {"sku": "A", "quantity": 1}, key="k")
+
+    assert "Idempotent-Replayed" not in theirs
+    assert theirs.json()["id"] != mine.json()["id"]
+
+
+def test_custom_scope_resolver_isolates_tenants_and_shares_within_one(
+    make_user, settings
+):
+    settings.IDEMPOTENCY = {"SCOPE_RESOLVER": f"{__name__}.tenant_scope"}
+    make_user("a1", last_name="acme"), make_user("a2", last_name="acme")
+    make_user("g1", last_name="globex")
+    body = {"name": "w"}
+
+    first = ApiClient("a1").post("/t/widgets/", body, key="k")
+    same_tenant = ApiClient("a2").post("/t/widgets/", body, key="k")
+    other_tenant = ApiClient("g1").post("/t/widgets/", body, key="k")
+
+    assert same_tenant["Idempotent-Replayed"] == "true"
+    assert same_tenant.content == first.content
+    assert "Idempotent-Replayed" not in other_tenant
+    assert json.loads(other_tenant.content)["id"] != json.loads(first.content)["id"]
+    assert set(IdempotencyRecord.objects.values_list("scope", flat=True)) == {
+        "tenant:acme",
+        "tenant:globex",
+    }
+
+
+def test_anonymous_keys_are_capped_per_operation(settings):
+    settings.IDEMPOTENCY = {"ANONYMOUS_MAX_KEYS": 3}
+    anonymous = ApiClient()
+    statuses = [
+        anonymous.post("/t/anonymous/", {"name": "w"}, key=f"k{i}").status_code
+        for i in range(5)
+    ]
+
+    assert statuses == [201, 201, 201, 429, 429]
+    refused = anonymous.post("/t/anonymous/", {"name": "w"}, key="k9")
+    assert refused["Content-Type"] == "application/problem+json"
+    assert refused["Retry-After"] == "60"
+    assert IdempotencyRecord.objects.count() == 3
+    assert Widget.objects.count() == 3
+    # Replays of keys already held are still served.
+    assert (
+        anonymous.post("/t/anonymous/", {"name": "w"}, key="k0")["Idempotent-Replayed"]
+        == "true"
+    )
+
+
+def test_anonymous_keys_are_off_unless_the_view_opts_in():
+    refused = ApiClient().post("/t/closed/", {"name": "w"}, key="k")
+
+    assert refused.status_code == 403
+    assert IdempotencyRecord.objects.count() == 0
