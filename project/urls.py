@@ -4,4 +4,5 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("project.shop.urls")),
+    path("webhooks/", include("webhooks.urls")),
 ]
