@@ -2,6 +2,7 @@
 
 import pytest
 
+from project import settings as demo_settings
 from tests.webhooks import signing
 from webhooks.checks import check_settings
 
@@ -15,6 +16,9 @@ def ids(settings, sources=None, **extra):
 
 def test_the_demo_and_test_sources_pass(settings):
     assert check_settings() == []
+    settings.WEBHOOKS = demo_settings.WEBHOOKS
+    assert check_settings() == []
+    assert sorted(settings.WEBHOOKS["SOURCES"]) == ["github", "standard", "stripe"]
 
 
 def test_e001_unknown_setting(settings):
