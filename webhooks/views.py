@@ -69,25 +69,34 @@ class WebhookView(View):
         receipts = WebhookReceipt.objects.db_manager(
             router.db_for_write(WebhookReceipt)
         )
-        # One transaction so the task is enqueued only once the row is visible.
-        with transaction.atomic(using=receipts.db):
-            pk = receipts.insert_received(
-                source=config.name,
-                delivery=delivery,
-                headers=config.filter_headers(request.headers),
-                body=body,
-                now=clock.now(),
-            )
-            if pk is not None:
-                _enqueue_on_commit(pk, receipts.db)
-                return _answer(202, delivery, State.RECEIVED)
-            existing = receipts.for_delivery(config.name, delivery.delivery_id)
-            pk, state = existing.values_list("pk", "state").get()
-            # A provider redelivering a failed event asks for another try.
-            if state == State.FAILED and receipts.reopen_failed(pk):
-                _enqueue_on_commit(pk, receipts.db)
-                return _answer(202, delivery, State.RECEIVED)
+        # No explicit transaction: the INSERT commits on its own (one round
+        # trip), and on_commit then enqueues once the row is durable. Inside
+        # an outer atomic block (ATOMIC_REQUESTS) both wait for its commit.
+        pk = receipts.insert_received(
+            source=config.name,
+            delivery=delivery,
+            headers=config.filter_headers(request.headers),
+            body=body,
+            now=clock.now(),
+        )
+        if pk is not None:
+            self.enqueue(pk, receipts.db)
+            return _answer(202, delivery, State.RECEIVED)
+        existing = receipts.for_delivery(config.name, delivery.delivery_id)
+        pk, state = existing.values_list("pk", "state").get()
+        # A provider redelivering a failed event asks for another try.
+        if state == State.FAILED and receipts.reopen_failed(pk):
+            self.enqueue(pk, receipts.db)
+            return _answer(202, delivery, State.RECEIVED)
         return _answer(200, delivery, state, duplicate=True)
+
+    def enqueue(self, pk, using):
+        """Hand the receipt to processing once its row is committed."""
+        enqueue = webhooks_settings.ENQUEUE
+        # robust: the receipt is committed; a broker outage must not turn into
+        # a 5xx (the provider would resend a duplicate we then ignore). The
+        # receipt stays "received" and webhooks.enqueue_waiting picks it up.
+        transaction.on_commit(lambda: enqueue(pk), using=using, robust=True)
 
 
 def _read_bounded(request, limit):
@@ -101,14 +110,6 @@ def _read_bounded(request, limit):
     # One byte more than allowed tells an over-long stream from a full one.
     body = request.read(limit + 1)
     return None if len(body) > limit else body
-
-
-def _enqueue_on_commit(pk, using):
-    enqueue = webhooks_settings.ENQUEUE
-    # robust: the receipt is committed; a broker outage must not turn into a
-    # 5xx (the provider would resend a duplicate we then ignore). The receipt
-    # stays "received" and webhooks.tasks.enqueue_waiting picks it up.
-    transaction.on_commit(lambda: enqueue(pk), using=using, robust=True)
 
 
 def _answer(status, delivery, state, duplicate=False):
