@@ -22,6 +22,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "idempotency",
+    "webhooks",
     "project.shop",
 ]
 
@@ -80,6 +81,30 @@ REST_FRAMEWORK = {
 
 IDEMPOTENCY = {
     "TTL": env.int("IDEMPOTENCY_TTL_SECONDS", default=24 * 60 * 60),
+}
+
+# Webhook sources at /webhooks/<name>/. Secrets are comma-separated lists,
+# newest first, so a rotation lists both; the defaults are for the demo only.
+WEBHOOKS = {
+    "SOURCES": {
+        "github": {
+            "VERIFIER": "github",
+            "SECRETS": env.list("WEBHOOK_GITHUB_SECRET", default=["demo-github"]),
+        },
+        "stripe": {
+            "VERIFIER": "stripe",
+            "SECRETS": env.list(
+                "WEBHOOK_STRIPE_SECRET", default=["whsec_demo_stripe_secret"]
+            ),
+        },
+        "standard": {
+            "VERIFIER": "standard",
+            "SECRETS": env.list(
+                "WEBHOOK_STANDARD_SECRET",
+                default=["whsec_ZGVtby1zdGFuZGFyZC13ZWJob29rcy1zZWNyZXQhISE="],
+            ),
+        },
+    },
 }
 
 # Celery: a real broker when CELERY_BROKER_URL says so (redis://, amqp://);

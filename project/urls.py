@@ -5,4 +5,5 @@ urlpatterns = [
     path("admin/ops/", include("idempotency.urls")),
     path("admin/", admin.site.urls),
     path("api/", include("project.shop.urls")),
+    path("webhooks/", include("webhooks.urls")),
 ]

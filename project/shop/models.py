@@ -20,6 +20,12 @@ class Order(models.Model):
         _("status"), max_length=16, choices=Status.choices, default=Status.PENDING
     )
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    payment_updated_at = models.DateTimeField(
+        _("payment updated at"),
+        null=True,
+        blank=True,
+        help_text=_("When the payment event behind the status happened."),
+    )
 
     class Meta:
         ordering = ["-id"]

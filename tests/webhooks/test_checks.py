@@ -1,0 +1,98 @@
+"""One test per system check id."""
+
+import pytest
+
+from project import settings as demo_settings
+from tests.webhooks import signing
+from webhooks.checks import check_settings
+
+GOOD = {"VERIFIER": "github", "SECRETS": ["s"]}
+
+
+def ids(settings, sources=None, **extra):
+    settings.WEBHOOKS = {"SOURCES": sources, **extra} if sources is not None else extra
+    return [error.id for error in check_settings()]
+
+
+def test_the_demo_and_test_sources_pass(settings):
+    assert check_settings() == []
+    settings.WEBHOOKS = demo_settings.WEBHOOKS
+    assert check_settings() == []
+    assert sorted(settings.WEBHOOKS["SOURCES"]) == ["github", "standard", "stripe"]
+
+
+def test_e001_unknown_setting(settings):
+    assert ids(settings, NOPE=1) == ["webhooks.E001"]
+
+
+def test_e002_sources_not_a_dict(settings):
+    assert ids(settings, ["github"]) == ["webhooks.E002"]
+
+
+@pytest.mark.parametrize("name", ["Has Space", "", "a/b", 7])
+def test_e003_bad_source_name(settings, name):
+    assert ids(settings, {name: GOOD}) == ["webhooks.E003"]
+
+
+def test_e003_source_settings_not_a_dict(settings):
+    assert ids(settings, {"github": "github"}) == ["webhooks.E003"]
+
+
+def test_e004_unknown_source_key(settings):
+    assert ids(settings, {"github": {**GOOD, "DEBUG": True}}) == ["webhooks.E004"]
+
+
+@pytest.mark.parametrize("verifier", [None, "nope", "webhooks.sources.Source", "os"])
+def test_e005_unknown_verifier(settings, verifier):
+    assert ids(settings, {"x": {**GOOD, "VERIFIER": verifier}}) == ["webhooks.E005"]
+
+
+@pytest.mark.parametrize("secrets", [[], (), "s", [""], [None], None])
+def test_e006_no_secrets(settings, secrets):
+    assert ids(settings, {"x": {**GOOD, "SECRETS": secrets}}) == ["webhooks.E006"]
+
+
+def test_e006_when_secrets_are_left_out(settings):
+    assert ids(settings, {"x": {"VERIFIER": "github"}}) == ["webhooks.E006"]
+
+
+@pytest.mark.parametrize("tolerance", [0, -1, "300", True])
+def test_e007_bad_tolerance(settings, tolerance):
+    config = {**GOOD, "TOLERANCE": tolerance}
+    assert ids(settings, {"x": config}) == ["webhooks.E007"]
+
+
+@pytest.mark.parametrize("size", [0, "1MB", 1.5, None])
+def test_e008_bad_body_size(settings, size):
+    config = {**GOOD, "MAX_BODY_SIZE": size}
+    assert ids(settings, {"x": config}) == ["webhooks.E008"]
+
+
+@pytest.mark.parametrize("headers", ["User-Agent", [1]])
+def test_e009_headers_not_a_list_of_names(settings, headers):
+    assert ids(settings, {"x": {**GOOD, "HEADERS": headers}}) == ["webhooks.E009"]
+
+
+@pytest.mark.parametrize("header", ["Cookie", "authorization"])
+def test_e010_credential_headers_are_never_stored(settings, header):
+    assert ids(settings, {"x": {**GOOD, "HEADERS": [header]}}) == ["webhooks.E010"]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"VERIFIER": "standard", "SECRETS": ["whsec_not-base64"]},
+        {"VERIFIER": "standard", "SECRETS": [signing.STRIPE_SECRET]},
+        {"VERIFIER": "hmac", "SECRETS": ["s"], "OPTIONS": {"ENCODING": "b32"}},
+        {"VERIFIER": "hmac", "SECRETS": ["s"], "OPTIONS": {"NOPE": 1}},
+        {"VERIFIER": "hmac", "SECRETS": ["s"], "OPTIONS": {"ID_HEADER": ""}},
+        {"VERIFIER": "github", "SECRETS": ["s"], "OPTIONS": []},
+    ],
+)
+def test_e011_verifier_rejects_its_settings(settings, config):
+    assert ids(settings, {"x": config}) == ["webhooks.E011"]
+
+
+def test_messages_are_short(settings):
+    settings.WEBHOOKS = {"SOURCES": {"x": {"VERIFIER": "nope", "TOLERANCE": 0}}}
+    assert all(len(error.msg) < 80 for error in check_settings())

@@ -1,0 +1,104 @@
+"""Real threads on PostgreSQL: racing deliveries and racing workers."""
+
+import threading
+import time
+
+import pytest
+from celery.contrib.testing.worker import start_worker
+from django.test import Client, override_settings
+
+from tests.conftest import run_concurrently
+from tests.webhooks import signing
+from webhooks import processing
+from webhooks.handlers import on
+from webhooks.models import WebhookReceipt
+
+pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def runs():
+    seen = []
+    lock = threading.Lock()
+
+    @on("github", "push")
+    def count(event):
+        # Long enough for the other threads to arrive while this one works.
+        time.sleep(0.05)
+        with lock:
+            seen.append(event.delivery_id)
+
+    return seen
+
+
+def deliver(_index=0):
+    body = signing.event_body("evt_race")
+    headers = signing.github_headers(body, delivery_id="evt_race")
+    response = Client().post(
+        "/webhooks/github/", body, content_type="application/json", headers=headers
+    )
+    return response.status_code
+
+
+def test_eight_concurrent_deliveries_make_one_receipt_processed_once(runs):
+    statuses = run_concurrently(8, deliver)
+
+    assert sorted(statuses) == [200] * 7 + [202]
+    assert WebhookReceipt.objects.count() == 1
+    assert WebhookReceipt.objects.get().state == "processed"
+    assert runs == ["evt_race"]
+
+
+def test_eight_concurrent_workers_run_the_handlers_once(runs, eager_celery):
+    eager_celery.conf.task_always_eager = False
+    body = signing.event_body("evt_race")
+    enqueued = []
+    # Store without processing: these workers race on the stored receipt.
+    with override_settings(
+        WEBHOOKS={
+            "SOURCES": {"github": {"VERIFIER": "github", "SECRETS": ["s"]}},
+            "ENQUEUE": enqueued.append,
+        }
+    ):
+        headers = signing.github_headers(body, "s", delivery_id="evt_race")
+        Client().post("/webhooks/github/", body, "application/json", headers=headers)
+    pk = WebhookReceipt.objects.get().pk
+    assert enqueued == [pk]
+
+    states = run_concurrently(8, lambda _: processing.process(pk))
+
+    assert runs == ["evt_race"]
+    assert "processed" in states
+    assert set(states) <= {"processed", processing.BUSY}
+
+
+def test_a_real_worker_processes_a_delivery(runs, eager_celery):
+    """Intake -> on_commit -> broker -> worker thread -> handler, for real."""
+    app = eager_celery
+    memory = {
+        "task_always_eager": False,
+        "broker_url": "memory://",
+        "broker_read_url": "memory://",
+        "broker_write_url": "memory://",
+        "result_backend": "cache+memory://",
+        "broker_transport_options": {"polling_interval": 0.05},
+    }
+    saved = {key: app.conf[key] for key in memory}
+    app.conf.update(memory)
+    _drop_connections(app)  # made for the demo's broker, if any
+    try:
+        with start_worker(app, pool="solo", perform_ping_check=False):
+            assert deliver() == 202
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not runs:
+                time.sleep(0.02)
+    finally:
+        app.conf.update(saved)
+        _drop_connections(app)
+    assert WebhookReceipt.objects.get().state == "processed"
+    assert runs == ["evt_race"]
+
+
+def _drop_connections(app):
+    app._pool = None
+    app.amqp._producer_pool = None

@@ -1,0 +1,35 @@
+from datetime import UTC, datetime, timedelta
+
+from webhooks.handlers import Event, handlers_for, is_stale, on
+
+T = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_an_older_event_is_stale():
+    assert is_stale(T, T - timedelta(seconds=1))
+    assert not is_stale(T, T + timedelta(seconds=1))
+
+
+def test_a_tie_or_an_unknown_time_is_not_stale():
+    assert not is_stale(T, T)
+    assert not is_stale(None, T)
+    assert not is_stale(T, None)
+
+
+def test_the_event_helper_compares_its_own_time():
+    event = Event(None, "s", "t", "d", occurred_at=T)
+    assert event.is_stale(T + timedelta(hours=1))
+    assert not event.is_stale(None)
+
+
+def test_handlers_register_per_source_and_event_type():
+    @on("github", "issues")
+    def first(event): ...
+
+    @on("github", "issues")
+    def second(event): ...
+
+    on("github", "issues")(first)  # registering twice keeps one
+
+    assert handlers_for("github", "issues") == [first, second]
+    assert handlers_for("stripe", "issues") == []

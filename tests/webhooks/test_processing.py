@@ -1,0 +1,152 @@
+"""Processing: once per receipt, failures recorded, redelivery retries."""
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+
+from tests.testapp.models import Widget
+from tests.webhooks import signing
+from webhooks import processing
+from webhooks.handlers import on
+from webhooks.models import WebhookReceipt
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def calls():
+    """Register a handler for github "push" that records what it saw."""
+    seen = []
+
+    @on("github", "push")
+    def record(event):
+        seen.append(event)
+        Widget.objects.create(name=f"from {event.delivery_id}")
+
+    return seen
+
+
+def deliver(delivery_id="evt_1", event="push"):
+    body = signing.event_body(delivery_id)
+    headers = signing.github_headers(body, delivery_id=delivery_id, event=event)
+    return Client().post(
+        "/webhooks/github/", body, content_type="application/json", headers=headers
+    )
+
+
+def receipt():
+    return WebhookReceipt.objects.get()
+
+
+def test_a_receipt_is_processed_by_its_handler(calls):
+    deliver()
+    state = processing.process(receipt().pk)
+
+    assert state == "processed"
+    assert [e.delivery_id for e in calls] == ["evt_1"]
+    assert calls[0].event_type == "push"
+    assert calls[0].data["id"] == "evt_1"
+    done = receipt()
+    assert (done.state, done.attempts, done.last_error) == ("processed", 1, "")
+    assert done.processed_at is not None
+
+
+def test_processing_twice_runs_the_handler_once(calls):
+    deliver()
+    processing.process(receipt().pk)
+    assert processing.process(receipt().pk) == "processed"
+    assert len(calls) == 1
+    assert Widget.objects.count() == 1
+
+
+def test_an_event_without_handlers_is_skipped(calls):
+    deliver(event="ping")
+    assert processing.process(receipt().pk) == "skipped"
+    assert calls == []
+    assert receipt().state == "skipped"
+
+
+def test_a_missing_receipt_is_reported():
+    assert processing.process(12345) == processing.MISSING
+
+
+def test_a_failing_handler_rolls_back_and_records_the_failure(calls):
+    @on("github", "push")
+    def explode(event):
+        raise RuntimeError("downstream said no")
+
+    deliver()
+    with pytest.raises(processing.HandlerFailed):
+        processing.process(receipt().pk)
+
+    failed = receipt()
+    assert failed.state == "failed"
+    assert failed.attempts == 1
+    assert "downstream said no" in failed.last_error
+    # The first handler's write rolled back with the failure.
+    assert Widget.objects.count() == 0
+
+
+def test_a_failed_receipt_is_processed_once_after_a_redelivery(
+    calls, django_capture_on_commit_callbacks
+):
+    failures = [RuntimeError("once")]
+
+    @on("github", "push")
+    def flaky(event):
+        if failures:
+            raise failures.pop()
+
+    deliver()
+    with pytest.raises(processing.HandlerFailed):
+        processing.process(receipt().pk)
+    assert receipt().state == "failed"
+
+    # GitHub's "Redeliver" resends the same delivery id.
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = deliver()
+    assert response.status_code == 202
+    assert len(callbacks) == 1
+    # Later redeliveries and replays find it processed.
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        assert deliver().status_code == 200
+    assert callbacks == []
+    assert processing.process(receipt().pk) == "processed"
+
+    done = receipt()
+    assert (done.state, done.attempts) == ("processed", 2)
+    assert Widget.objects.count() == 1
+
+
+def test_a_replayed_delivery_is_processed_once(
+    calls, django_capture_on_commit_callbacks
+):
+    for _ in range(3):
+        with django_capture_on_commit_callbacks(execute=True):
+            deliver()
+    assert len(calls) == 1
+    assert receipt().state == "processed"
+
+
+def test_the_error_kept_is_bounded(calls):
+    @on("github", "push")
+    def verbose(event):
+        raise RuntimeError("x" * 10_000)
+
+    deliver()
+    with pytest.raises(processing.HandlerFailed):
+        processing.process(receipt().pk)
+    assert len(receipt().last_error) <= processing.MAX_ERROR_LENGTH
+
+
+def test_receipts_left_received_are_enqueued_again(clock):
+    deliver("old")
+    clock.advance(minutes=10)
+    deliver("new")
+    enqueued = []
+
+    count = processing.enqueue_waiting(timedelta(minutes=5), enqueued.append)
+
+    assert count == 1
+    assert enqueued == [WebhookReceipt.objects.get(delivery_id="old").pk]

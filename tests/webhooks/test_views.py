@@ -1,0 +1,294 @@
+"""The intake's HTTP contract: 413, 401/400, 202, 200, 404, 405."""
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.webhooks import signing
+from webhooks.models import WebhookReceipt, WebhookRejection
+from webhooks.views import _read_bounded
+
+pytestmark = pytest.mark.django_db
+
+PROBLEM = "application/problem+json"
+
+
+def post(path, body, headers, client=None):
+    return (client or Client()).post(
+        path, data=body, content_type="application/json", headers=headers
+    )
+
+
+def deliver(delivery_id="evt_1", **extra):
+    body = signing.event_body(delivery_id)
+    headers = signing.github_headers(body, delivery_id=delivery_id)
+    return post("/webhooks/github/", body, {**headers, **extra})
+
+
+def problem(response):
+    assert response["Content-Type"] == PROBLEM
+    return json.loads(response.content)
+
+
+def test_a_verified_delivery_is_stored_enqueued_and_answered_202(
+    django_capture_on_commit_callbacks,
+):
+    body = signing.event_body()
+    headers = {
+        **signing.github_headers(body),
+        "Cookie": "session=1",
+        "Authorization": "Bearer x",
+    }
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = post("/webhooks/github/", body, headers)
+
+    assert response.status_code == 202
+    assert len(callbacks) == 1
+    receipt = WebhookReceipt.objects.get()
+    assert (receipt.source, receipt.delivery_id) == ("github", "evt_1")
+    assert receipt.event_type == "push"
+    assert receipt.state == "received"
+    assert bytes(receipt.body) == body
+    assert set(receipt.headers) == {
+        "Content-Type",
+        "X-GitHub-Delivery",
+        "X-GitHub-Event",
+    }
+
+
+def test_the_raw_body_is_stored_byte_for_byte():
+    body = b'{"b": 1,   "a": [2]}\n'
+    post("/webhooks/github/", body, signing.github_headers(body))
+    assert bytes(WebhookReceipt.objects.get().body) == body
+
+
+def test_csrf_does_not_apply():
+    body = signing.event_body()
+    response = post(
+        "/webhooks/github/",
+        body,
+        signing.github_headers(body),
+        client=Client(enforce_csrf_checks=True),
+    )
+    assert response.status_code == 202
+
+
+def test_a_duplicate_answers_200_and_enqueues_nothing(
+    django_capture_on_commit_callbacks,
+):
+    deliver()
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = deliver()
+
+    assert response.status_code == 200
+    assert json.loads(response.content)["duplicate"] is True
+    assert callbacks == []
+    assert WebhookReceipt.objects.count() == 1
+
+
+@pytest.mark.parametrize("state", ["received", "processing", "processed", "skipped"])
+def test_a_duplicate_of_a_live_or_finished_receipt_is_not_reprocessed(
+    state, django_capture_on_commit_callbacks
+):
+    deliver()
+    WebhookReceipt.objects.update(state=state)
+    with django_capture_on_commit_callbacks() as callbacks:
+        assert deliver().status_code == 200
+    assert callbacks == []
+    assert WebhookReceipt.objects.get().state == state
+
+
+def test_a_redelivery_of_a_failed_receipt_is_enqueued_again(
+    django_capture_on_commit_callbacks,
+):
+    deliver()
+    WebhookReceipt.objects.update(state="failed", attempts=1)
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = deliver()
+
+    assert response.status_code == 202
+    assert len(callbacks) == 1
+    assert WebhookReceipt.objects.get().state == "received"
+
+
+def test_a_bad_signature_is_401_stores_nothing_and_is_counted(clock):
+    body = signing.event_body()
+    headers = signing.github_headers(body, secret="wrong")
+    first = post("/webhooks/github/", body, headers)
+    post("/webhooks/github/", body, headers)
+
+    assert first.status_code == 401
+    assert problem(first)["type"].endswith("/webhook-bad-signature")
+    assert not WebhookReceipt.objects.exists()
+    rejection = WebhookRejection.objects.get()
+    assert (rejection.source, rejection.reason, rejection.count) == (
+        "github",
+        "bad-signature",
+        2,
+    )
+    assert rejection.day == clock.now().date()
+
+
+def test_rejections_are_counted_per_source_reason_and_day(clock):
+    post("/webhooks/github/", b"{}", {})
+    clock.advance(days=1)
+    post("/webhooks/github/", b"{}", {})
+    post("/webhooks/stripe/", b"{}", {})
+
+    counts = WebhookRejection.objects.values_list("source", "reason", "count")
+    assert sorted(counts) == [
+        ("github", "missing-header", 1),
+        ("github", "missing-header", 1),
+        ("stripe", "missing-header", 1),
+    ]
+
+
+def test_missing_headers_are_401():
+    response = post("/webhooks/stripe/", signing.event_body(), {})
+    assert response.status_code == 401
+    assert problem(response)["type"].endswith("/webhook-missing-header")
+
+
+def test_an_expired_delivery_is_401(clock):
+    body = signing.event_body()
+    headers = signing.stripe_headers(body)
+    clock.advance(seconds=301)
+    assert post("/webhooks/stripe/", body, headers).status_code == 401
+
+
+@pytest.mark.parametrize("body", [b"Hello, World!", b"\xff\xfe\xfd", b"[1, 2]"])
+@pytest.mark.parametrize("source", ["stripe", "standard"])
+def test_a_signed_body_that_is_not_a_json_event_is_400(source, body):
+    sign = {"stripe": signing.stripe_headers, "standard": signing.standard_headers}
+    response = post(f"/webhooks/{source}/", body, sign[source](body))
+    assert response.status_code == 400
+    assert problem(response)["type"].endswith("/webhook-malformed-body")
+    assert not WebhookReceipt.objects.exists()
+
+
+def test_a_body_over_the_limit_is_413_by_content_length():
+    body = b"x" * 65
+    response = post("/webhooks/small/", body, signing.hmac_headers(body))
+    assert response.status_code == 413
+    assert problem(response)["type"].endswith("/webhook-too-large")
+    assert not WebhookReceipt.objects.exists()
+    assert not WebhookRejection.objects.exists()
+
+
+def test_a_body_at_the_limit_is_accepted():
+    body = b"x" * 64
+    response = post("/webhooks/small/", body, signing.hmac_headers(body))
+    assert response.status_code == 202
+
+
+class _Stream:
+    """A request whose Content-Length lies low and whose stream never ends."""
+
+    META = {"CONTENT_LENGTH": "10"}
+
+    def __init__(self):
+        self.asked = []
+
+    def read(self, size):
+        self.asked.append(size)
+        return b"x" * size
+
+
+def test_the_body_is_never_read_past_the_limit():
+    request = _Stream()
+    assert _read_bounded(request, 64) is None
+    assert request.asked == [65]
+
+
+def test_a_huge_declared_length_is_refused_unread():
+    request = _Stream()
+    request.META = {"CONTENT_LENGTH": str(10**12)}
+    assert _read_bounded(request, 64) is None
+    assert request.asked == []
+
+
+def test_an_unknown_source_is_404():
+    response = post("/webhooks/nope/", b"{}", {})
+    assert response.status_code == 404
+    assert problem(response)["type"].endswith("/webhook-unknown-source")
+    assert not WebhookRejection.objects.exists()
+
+
+def test_only_post_is_allowed():
+    assert Client().get("/webhooks/github/").status_code == 405
+
+
+def test_no_debug_setting_or_header_bypasses_verification(settings):
+    settings.DEBUG = True
+    body = signing.event_body()
+    headers = {
+        "X-GitHub-Delivery": "evt_1",
+        "X-GitHub-Event": "push",
+        "X-Hub-Signature-256": "sha256=" + "0" * 64,
+        "X-Webhook-Secret": signing.GITHUB_SECRET,
+        "X-Skip-Verification": "1",
+    }
+    assert post("/webhooks/github/", body, headers).status_code == 401
+
+
+def test_a_source_without_secrets_refuses_everything(webhook_sources):
+    webhook_sources.WEBHOOKS = {
+        "SOURCES": {"github": {"VERIFIER": "github", "SECRETS": []}}
+    }
+    body = signing.event_body()
+    response = post("/webhooks/github/", body, signing.github_headers(body))
+    assert response.status_code == 401
+    assert problem(response)["type"].endswith("/webhook-no-secret")
+
+
+def test_a_rotated_secret_is_accepted():
+    body = signing.event_body()
+    headers = signing.stripe_headers(body, secret=signing.STRIPE_OLD_SECRET)
+    assert post("/webhooks/stripe/", body, headers).status_code == 202
+
+
+def test_the_receipt_keeps_when_the_event_happened():
+    created = 1_700_000_000
+    body = signing.event_body(created=created)
+    post("/webhooks/stripe/", body, signing.stripe_headers(body))
+    occurred_at = WebhookReceipt.objects.get().occurred_at
+    assert occurred_at.timestamp() == created
+    assert occurred_at < WebhookReceipt.objects.get().received_at - timedelta(days=1)
+
+
+header_names = st.sampled_from(
+    [
+        "X-Hub-Signature-256",
+        "X-GitHub-Delivery",
+        "X-GitHub-Event",
+        "Stripe-Signature",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "X-Signature",
+        "X-Webhook-Id",
+        "X-Webhook-Event",
+        "Content-Length",
+    ]
+)
+header_values = st.text(st.characters(min_codepoint=32, max_codepoint=0xFF))
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    source=st.sampled_from(["github", "stripe", "standard", "hmac", "small"]),
+    headers=st.dictionaries(header_names, header_values, max_size=6),
+    body=st.binary(max_size=200),
+)
+def test_random_requests_never_get_a_5xx(source, headers, body):
+    response = post(f"/webhooks/{source}/", body, headers)
+    assert response.status_code in (400, 401, 413)
+    assert not WebhookReceipt.objects.exists()

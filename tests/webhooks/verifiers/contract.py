@@ -1,0 +1,129 @@
+"""The contract every verifier passes; each verifier's tests subclass it."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.webhooks import signing
+from webhooks.sources import verifier_class
+from webhooks.verifiers import base
+from webhooks.verifiers.base import VerificationFailed
+
+# Header values as WSGI hands them over: any text, latin-1 range included.
+header_text = st.text(st.characters(max_codepoint=0xFF), max_size=200)
+# differing_executors: each subclass runs the inherited property test on
+# purpose; the examples depend only on the verifier the subclass names.
+hypothesis_settings = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors],
+)
+
+
+class VerifierContract:
+    verifier = ""  # short name or dotted path
+    secret = ""
+    other_secret = ""  # a valid secret of the same form, not the signing one
+    timestamped = True
+    options = {}
+
+    def sign(self, body: bytes, *, secret=None, delivery_id="evt_1", timestamp=None):
+        """Headers for ``body`` signed with ``secret`` (default: self.secret)."""
+        raise NotImplementedError
+
+    def make(self, secrets=None, tolerance=300):
+        cls = verifier_class(self.verifier)
+        secrets = [self.secret] if secrets is None else secrets
+        return cls(secrets=secrets, tolerance=tolerance, options=self.options)
+
+    def body(self, delivery_id="evt_1"):
+        return signing.event_body(delivery_id)
+
+    def refused(self, reason, body, headers, verifier=None):
+        with pytest.raises(VerificationFailed) as caught:
+            (verifier or self.make()).authenticate(body, headers)
+        assert caught.value.reason == reason, caught.value.detail
+        return caught.value
+
+    # The contract.
+
+    def test_a_signed_delivery_verifies(self):
+        body = self.body("evt_42")
+        delivery = self.make().authenticate(body, self.sign(body, delivery_id="evt_42"))
+        assert delivery.delivery_id == "evt_42"
+        assert delivery.event_type
+
+    def test_a_tampered_body_is_refused(self):
+        body = self.body()
+        headers = self.sign(body)
+        self.refused(base.BAD_SIGNATURE, body.replace(b"evt_1", b"evt_2"), headers)
+
+    def test_a_wrong_secret_is_refused(self):
+        body = self.body()
+        headers = self.sign(body, secret=self.other_secret)
+        self.refused(base.BAD_SIGNATURE, body, headers)
+
+    def test_an_old_secret_verifies_during_rotation(self):
+        body = self.body()
+        headers = self.sign(body, secret=self.other_secret)
+        verifier = self.make([self.secret, self.other_secret])
+        assert verifier.authenticate(body, headers).delivery_id == "evt_1"
+
+    def test_each_missing_header_is_refused(self):
+        body = self.body()
+        headers = self.sign(body)
+        verifier = self.make()
+        for name in verifier.headers:
+            partial = {k: v for k, v in headers.items() if k.lower() != name.lower()}
+            with pytest.raises(VerificationFailed):
+                verifier.authenticate(body, partial)
+
+    def test_no_secret_refuses_everything(self):
+        body = self.body()
+        self.refused(base.NO_SECRET, body, self.sign(body), self.make(secrets=[]))
+
+    def test_expired_and_future_timestamps_are_refused(self, clock):
+        if not self.timestamped:
+            pytest.skip("this provider signs no timestamp")
+        body = self.body()
+        now = int(clock.now().timestamp())
+        for skew in (-301, 301):
+            headers = self.sign(body, timestamp=now + skew)
+            self.refused(base.BAD_TIMESTAMP, body, headers)
+        for skew in (-299, 299):
+            assert self.make().authenticate(body, self.sign(body, timestamp=now + skew))
+
+    def test_a_non_utf8_body_is_refused_or_accepted_never_an_error(self):
+        body = b"\xff\xfe\x00 not text"
+        try:
+            self.make().authenticate(body, self.sign(body))
+        except VerificationFailed as exc:
+            assert exc.reason == base.MALFORMED_BODY
+
+    def test_a_signed_non_json_body_never_errors(self):
+        body = b"Hello, World!"
+        try:
+            self.make().authenticate(body, self.sign(body))
+        except VerificationFailed as exc:
+            assert exc.reason == base.MALFORMED_BODY
+
+    @hypothesis_settings
+    @given(data=st.data())
+    def test_any_header_value_only_ever_fails_verification(self, data):
+        body = self.body()
+        headers = self.sign(body)
+        name = data.draw(st.sampled_from(sorted(headers)))
+        headers[name] = data.draw(header_text)
+        try:
+            self.make().authenticate(body, headers)
+        except VerificationFailed as exc:
+            # verifier-error means verify() itself raised: a bug caught late.
+            assert exc.reason != base.VERIFIER_ERROR
+
+    @hypothesis_settings
+    @given(body=st.binary(max_size=300))
+    def test_any_signed_body_only_ever_fails_verification(self, body):
+        try:
+            self.make().authenticate(body, self.sign(body))
+        except VerificationFailed as exc:
+            assert exc.reason == base.MALFORMED_BODY

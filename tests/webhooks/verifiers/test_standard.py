@@ -1,0 +1,71 @@
+import base64
+import json
+import time
+from datetime import UTC, datetime
+
+import pytest
+import standardwebhooks
+
+from tests.webhooks import signing
+from tests.webhooks.verifiers.contract import VerifierContract
+from webhooks.verifiers import base
+from webhooks.verifiers.standard import decode_secret
+
+
+class TestStandardWebhooksVerifier(VerifierContract):
+    verifier = "standard"
+    secret = signing.STANDARD_SECRET
+    other_secret = signing.STANDARD_OLD_SECRET
+
+    def sign(self, body, *, secret=None, delivery_id="evt_1", timestamp=None):
+        return signing.standard_headers(
+            body, secret or self.secret, delivery_id, timestamp
+        )
+
+    def test_the_library_accepts_what_we_accept(self):
+        body = self.body("msg_lib")
+        headers = self.sign(body, delivery_id="msg_lib")
+        payload = standardwebhooks.Webhook(self.secret).verify(body, headers)
+        delivery = self.make().authenticate(body, headers)
+        assert delivery.delivery_id == "msg_lib"
+        assert delivery.event_type == payload["type"]
+        assert delivery.occurred_at == datetime.fromisoformat(payload["timestamp"])
+
+    def test_one_valid_signature_among_several_verifies(self):
+        body = self.body()
+        headers = self.sign(body)
+        other = self.sign(body, secret=self.other_secret)["webhook-signature"]
+        headers["webhook-signature"] = (
+            f"v1a,{base64.b64encode(b'x' * 32).decode()} {other} "
+            + headers["webhook-signature"]
+        )
+        assert self.make().authenticate(body, headers)
+
+    @pytest.mark.parametrize("value", ["v1,not base64!", "v1,abc", "v2,abcd", "v1"])
+    def test_a_signature_that_is_not_strict_base64_is_refused(self, value):
+        body = self.body()
+        headers = {**self.sign(body), "webhook-signature": value}
+        self.refused(base.MALFORMED_HEADER, body, headers)
+
+    def test_the_event_time_comes_from_the_payload_not_the_header(self):
+        # A retry re-signs with a new webhook-timestamp; the event is older.
+        created = int(time.time()) - 3600
+        body = signing.event_body(created=created)
+        delivery = self.make().authenticate(body, self.sign(body))
+        assert delivery.occurred_at == datetime.fromtimestamp(created, UTC)
+
+    def test_a_signed_event_without_type_is_a_bad_body(self):
+        body = json.dumps({"data": {}}).encode()
+        self.refused(base.MALFORMED_BODY, body, self.sign(body))
+
+    @pytest.mark.parametrize(
+        "secret", ["whsec_", "whsec_abc", "whsec_not base64", "c2VjcmV0", None]
+    )
+    def test_secrets_are_decoded_strictly(self, secret):
+        assert decode_secret(secret) is None
+
+    def test_a_verifier_whose_secrets_do_not_decode_refuses(self):
+        body = self.body()
+        self.refused(
+            base.NO_SECRET, body, self.sign(body), self.make(secrets=["whsec_abc"])
+        )

@@ -1,0 +1,74 @@
+import hashlib
+import hmac
+import json
+import time
+
+import pytest
+import stripe
+
+from tests.webhooks import signing
+from tests.webhooks.verifiers.contract import VerifierContract
+from webhooks.verifiers import base
+
+
+class TestStripeVerifier(VerifierContract):
+    verifier = "stripe"
+    secret = signing.STRIPE_SECRET
+    other_secret = signing.STRIPE_OLD_SECRET
+
+    def sign(self, body, *, secret=None, delivery_id="evt_1", timestamp=None):
+        return signing.stripe_headers(body, secret or self.secret, timestamp)
+
+    def test_the_library_accepts_what_we_accept(self):
+        body = self.body("evt_lib")
+        headers = self.sign(body)
+        event = stripe.Webhook.construct_event(
+            body.decode(), headers["Stripe-Signature"], self.secret
+        )
+        delivery = self.make().authenticate(body, headers)
+        assert delivery.delivery_id == event.id == "evt_lib"
+        assert delivery.event_type == event.type
+        assert int(delivery.occurred_at.timestamp()) == event.created
+
+    def test_the_whole_whsec_string_is_the_key(self):
+        body = self.body()
+        t = str(int(time.time()))
+        digest = hmac.new(
+            self.secret.encode(), f"{t}.".encode() + body, hashlib.sha256
+        ).hexdigest()
+        headers = {"Stripe-Signature": f"t={t},v1={digest}"}
+        assert self.make().authenticate(body, headers)
+
+    def test_one_valid_signature_among_several_verifies(self):
+        body = self.body()
+        header = self.sign(body)["Stripe-Signature"]
+        t, v1 = header.split(",")
+        headers = {"Stripe-Signature": f"{t},v1={'0' * 64},{v1},v0=abc"}
+        assert self.make().authenticate(body, headers)
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            "v1=abc",
+            "t=123",
+            "t=abc,v1=abc",
+            "t=1,t=2,v1=abc",
+            "garbage",
+            "t=-5,v1=ab",
+            "t=99999999999999999999,v1=ab",
+        ],
+    )
+    def test_a_malformed_header_is_refused(self, value):
+        self.refused(base.MALFORMED_HEADER, self.body(), {"Stripe-Signature": value})
+
+    def test_only_v0_signatures_are_refused(self):
+        body = self.body()
+        header = self.sign(body)["Stripe-Signature"].replace("v1=", "v0=")
+        self.refused(base.MALFORMED_HEADER, body, {"Stripe-Signature": header})
+
+    @pytest.mark.parametrize(
+        "event", [{"type": "a.b"}, {"id": "", "type": "a.b"}, {"id": 5, "type": "x"}]
+    )
+    def test_a_signed_event_without_id_or_type_is_a_bad_body(self, event):
+        body = json.dumps(event).encode()
+        self.refused(base.MALFORMED_BODY, body, self.sign(body))

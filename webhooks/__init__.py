@@ -1,0 +1,1 @@
+"""Signed webhook intake: verify, dedupe by delivery id, persist, process once."""

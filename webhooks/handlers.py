@@ -1,0 +1,81 @@
+"""Register the functions that act on verified webhook events.
+
+    from webhooks.handlers import on
+
+    @on("stripe", "payment_intent.succeeded")
+    def mark_paid(event):
+        ...
+
+A handler runs inside the transaction that marks the receipt processed, so
+its database writes and the "processed" mark commit together or not at all.
+Modules named ``webhooks`` in installed apps are imported on first dispatch.
+"""
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+from django.utils.module_loading import autodiscover_modules
+
+_registry: dict[tuple[str, str], list[Callable]] = {}
+_discovered = False
+
+
+@dataclass(frozen=True)
+class Event:
+    """What a handler receives: the receipt and the parsed event."""
+
+    receipt: Any
+    source: str
+    event_type: str
+    delivery_id: str
+    occurred_at: datetime | None
+
+    @cached_property
+    def data(self) -> Any:
+        """The body parsed as JSON (None when it is not JSON)."""
+        try:
+            return json.loads(bytes(self.receipt.body))
+        except ValueError:
+            return None
+
+    def is_stale(self, current: datetime | None) -> bool:
+        """Whether this event is older than the state stamped ``current``."""
+        return is_stale(current, self.occurred_at)
+
+
+def is_stale(current: datetime | None, occurred_at: datetime | None) -> bool:
+    """Whether an event at ``occurred_at`` is older than state from ``current``.
+
+    Order by when events happened, not when they arrived: providers deliver
+    out of order. Unknown times are never stale, and a tie applies (an equal
+    timestamp cannot be ordered, so the later arrival wins).
+    """
+    if current is None or occurred_at is None:
+        return False
+    return occurred_at < current
+
+
+def on(source: str, event_type: str) -> Callable[[Callable], Callable]:
+    """Register the decorated ``handler(event)`` for one source and event type."""
+
+    def register(handler: Callable) -> Callable:
+        handlers = _registry.setdefault((source, event_type), [])
+        if handler not in handlers:
+            handlers.append(handler)
+        return handler
+
+    return register
+
+
+def handlers_for(source: str, event_type: str) -> list[Callable]:
+    global _discovered
+    if not _discovered:
+        # Lazy, not in AppConfig.ready(): importing apps' modules is a side
+        # effect only processing needs.
+        autodiscover_modules("webhooks")
+        _discovered = True
+    return list(_registry.get((source, event_type), ()))

@@ -1,0 +1,100 @@
+"""Webhook receipts (one per source and delivery id) and rejection counts."""
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from .querysets import WebhookReceiptQuerySet, WebhookRejectionQuerySet
+
+
+class WebhookReceipt(models.Model):
+    class State(models.TextChoices):
+        RECEIVED = "received", _("received")
+        PROCESSING = "processing", _("processing")
+        PROCESSED = "processed", _("processed")
+        FAILED = "failed", _("failed")
+        SKIPPED = "skipped", _("skipped")
+
+    source = models.CharField(
+        _("source"), max_length=64, help_text=_("Key in WEBHOOKS['SOURCES'].")
+    )
+    delivery_id = models.CharField(
+        _("delivery id"),
+        max_length=255,
+        help_text=_("The provider's event id, the same on every retry."),
+    )
+    event_type = models.CharField(_("event type"), max_length=255, blank=True)
+    occurred_at = models.DateTimeField(
+        _("occurred at"),
+        null=True,
+        blank=True,
+        help_text=_("When the event happened, if the provider says."),
+    )
+    headers = models.JSONField(
+        _("headers"),
+        default=dict,
+        help_text=_("Allow-listed headers; never cookies or signatures."),
+    )
+    body = models.BinaryField(_("body"), help_text=_("The raw verified body."))
+    state = models.CharField(
+        _("state"), max_length=16, choices=State.choices, default=State.RECEIVED
+    )
+    attempts = models.PositiveIntegerField(
+        _("attempts"), default=0, help_text=_("Processing runs so far.")
+    )
+    last_error = models.TextField(_("last error"), blank=True)
+    received_at = models.DateTimeField(_("received at"))
+    processed_at = models.DateTimeField(_("processed at"), null=True, blank=True)
+
+    objects = WebhookReceiptQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("webhook receipt")
+        verbose_name_plural = _("webhook receipts")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "delivery_id"], name="webhooks_unique_delivery"
+            ),
+        ]
+        # The console filters by state or source and lists newest first; each
+        # index serves one of those lists without a sort over all rows.
+        indexes = [
+            models.Index(fields=["received_at"], name="webhooks_received_idx"),
+            models.Index(
+                fields=["state", "received_at"], name="webhooks_state_received_idx"
+            ),
+            models.Index(
+                fields=["source", "received_at"], name="webhooks_source_received_idx"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.source} {self.delivery_id} ({self.state})"
+
+
+class WebhookRejection(models.Model):
+    """How many requests one source refused for one reason on one day.
+
+    Bounded: sources are configured and reasons a closed set, so an attacker
+    can grow a count but never the number of rows per day; no bodies are kept.
+    """
+
+    source = models.CharField(_("source"), max_length=64)
+    reason = models.CharField(_("reason"), max_length=32)
+    day = models.DateField(_("day"))
+    count = models.PositiveBigIntegerField(_("count"), default=0)
+    last_seen_at = models.DateTimeField(_("last seen at"))
+
+    objects = WebhookRejectionQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("webhook rejection")
+        verbose_name_plural = _("webhook rejections")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "reason", "day"], name="webhooks_unique_rejection"
+            ),
+        ]
+        indexes = [models.Index(fields=["day"], name="webhooks_rejection_day_idx")]
+
+    def __str__(self):
+        return f"{self.source} {self.reason} on {self.day}: {self.count}"

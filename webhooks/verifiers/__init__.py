@@ -1,0 +1,1 @@
+"""Verifiers: one small class per provider behind ``base.BaseVerifier``."""

@@ -1,0 +1,157 @@
+"""The verifier contract: declared headers and one constant-time ``verify()``."""
+
+import hmac
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from idempotency import clock
+
+logger = logging.getLogger("webhooks")
+
+# Why a request was refused. A closed set: the rejection counter is keyed on it.
+MISSING_HEADER = "missing-header"
+MALFORMED_HEADER = "malformed-header"
+BAD_SIGNATURE = "bad-signature"
+BAD_TIMESTAMP = "bad-timestamp"
+MALFORMED_BODY = "malformed-body"
+NO_SECRET = "no-secret"
+VERIFIER_ERROR = "verifier-error"
+REASONS = (
+    MISSING_HEADER,
+    MALFORMED_HEADER,
+    BAD_SIGNATURE,
+    BAD_TIMESTAMP,
+    MALFORMED_BODY,
+    NO_SECRET,
+    VERIFIER_ERROR,
+)
+
+_VISIBLE = re.compile(r"[\x20-\x7e]*")
+_IDENTIFIER = re.compile(r"[\x21-\x7e]{1,255}")
+_SECONDS = re.compile(r"[0-9]{1,12}")
+
+
+class VerificationFailed(Exception):
+    """The request is not an authentic, well-formed delivery."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        if reason not in REASONS:
+            raise ValueError(f"unknown verification failure reason {reason!r}")
+        self.reason = reason
+        self.detail = detail or reason.replace("-", " ")
+        super().__init__(self.detail)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a verified request says about itself."""
+
+    delivery_id: str
+    event_type: str
+    # When the provider says the event happened (not when it signed this
+    # attempt: retries re-sign with a new time but describe the same event).
+    occurred_at: datetime | None = None
+
+
+class BaseVerifier:
+    """Authenticate one provider's deliveries.
+
+    Subclasses declare the headers they read and implement ``verify()``,
+    which returns a ``Delivery`` or raises ``VerificationFailed``. Compare
+    signatures with ``matches()`` (constant time).
+    """
+
+    # Headers this verifier reads; they are kept on the receipt...
+    headers: tuple[str, ...] = ()
+    # ...except these, which carry signatures and are never stored.
+    signature_headers: tuple[str, ...] = ()
+    # Option names the source may set in OPTIONS, with their defaults.
+    option_defaults: Mapping = {}
+
+    def __init__(self, *, secrets: Iterable[str], tolerance: float = 300, options=None):
+        self.secrets = tuple(secrets)
+        self.tolerance = tolerance
+        self.options = {**self.option_defaults, **(options or {})}
+
+    def verify(self, body: bytes, headers: Mapping[str, str]) -> Delivery:
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement verify(body, headers)."
+        )
+
+    def check(self) -> list[str]:
+        """Return configuration problems (one message each); empty when sound."""
+        unknown = sorted(set(self.options) - set(self.option_defaults))
+        if unknown:
+            return [f"unknown OPTIONS: {', '.join(unknown)}"]
+        return []
+
+    def authenticate(self, body: bytes, headers: Mapping[str, str]) -> Delivery:
+        """Run ``verify()``; any other error fails closed, never a 500."""
+        if not self.secrets:
+            raise VerificationFailed(NO_SECRET)
+        try:
+            delivery = self.verify(body, headers)
+        except VerificationFailed:
+            raise
+        except Exception:
+            # A bug or an input nobody foresaw: refuse it and say so in the log.
+            logger.exception("%s raised while verifying", type(self).__name__)
+            raise VerificationFailed(VERIFIER_ERROR) from None
+        if not isinstance(delivery, Delivery):
+            raise VerificationFailed(VERIFIER_ERROR)
+        return delivery
+
+    # Helpers for subclasses.
+
+    @staticmethod
+    def header(headers: Mapping[str, str], name: str) -> str:
+        """Return a present, printable-ASCII header value, stripped."""
+        value = headers.get(name)
+        if not value or not value.strip():
+            raise VerificationFailed(MISSING_HEADER, f"{name} header missing")
+        if not _VISIBLE.fullmatch(value) or len(value) > 8192:
+            raise VerificationFailed(MALFORMED_HEADER, f"{name} header malformed")
+        return value.strip()
+
+    @staticmethod
+    def identifier(value, what: str) -> str:
+        """Check an id or event type: 1-255 visible ASCII characters."""
+        if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
+            raise VerificationFailed(MALFORMED_HEADER, f"{what} malformed")
+        return value
+
+    def timestamp(self, value: str) -> datetime:
+        """Parse Unix seconds and refuse them outside the tolerance, both ways."""
+        if not _SECONDS.fullmatch(value):
+            raise VerificationFailed(MALFORMED_HEADER, "timestamp malformed")
+        signed_at = int(value)
+        skew = abs(clock.now().timestamp() - signed_at)
+        if skew > self.tolerance:
+            raise VerificationFailed(BAD_TIMESTAMP, "timestamp outside tolerance")
+        return datetime.fromtimestamp(signed_at, UTC)
+
+    @staticmethod
+    def matches(expected: Iterable[bytes], candidates: Iterable[bytes]) -> bool:
+        """Whether any candidate equals any expected digest (constant time each)."""
+        candidates = list(candidates)
+        found = False
+        for digest in expected:
+            for candidate in candidates:
+                # No early exit: the time taken says nothing about which matched.
+                found |= hmac.compare_digest(digest, candidate)
+        return found
+
+    @staticmethod
+    def json_object(body: bytes) -> dict:
+        """Parse a signed body as a JSON object (after verification only)."""
+        try:
+            data = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise VerificationFailed(MALFORMED_BODY, "body is not JSON") from None
+        if not isinstance(data, dict):
+            raise VerificationFailed(MALFORMED_BODY, "body is not a JSON object")
+        return data

@@ -1,0 +1,35 @@
+"""GitHub: ``X-Hub-Signature-256: sha256=<hex HMAC of the body>``."""
+
+import hashlib
+import hmac
+
+from .base import BAD_SIGNATURE, MALFORMED_HEADER, BaseVerifier, Delivery
+from .base import VerificationFailed as Failed
+
+
+class GitHubVerifier(BaseVerifier):
+    headers = ("X-GitHub-Delivery", "X-GitHub-Event", "X-Hub-Signature-256")
+    signature_headers = ("X-Hub-Signature-256", "X-Hub-Signature")
+
+    def verify(self, body, headers):
+        scheme, _, signature = self.header(headers, "X-Hub-Signature-256").partition(
+            "="
+        )
+        if scheme != "sha256" or not signature:
+            raise Failed(MALFORMED_HEADER, "X-Hub-Signature-256 malformed")
+        # GitHub signs no timestamp: replays are caught by the delivery id.
+        expected = [
+            hmac.new(secret.encode(), body, hashlib.sha256).hexdigest().encode()
+            for secret in self.secrets
+        ]
+        candidate = signature.lower().encode()
+        if not self.matches(expected, [candidate]):
+            raise Failed(BAD_SIGNATURE)
+        return Delivery(
+            delivery_id=self.identifier(
+                self.header(headers, "X-GitHub-Delivery"), "X-GitHub-Delivery"
+            ),
+            event_type=self.identifier(
+                self.header(headers, "X-GitHub-Event"), "X-GitHub-Event"
+            ),
+        )

@@ -1,0 +1,74 @@
+"""Generic HMAC-SHA256 of the body (or ``<timestamp>.<body>``), hex or base64."""
+
+import base64
+import binascii
+import hashlib
+import hmac
+
+from .base import BAD_SIGNATURE, MALFORMED_HEADER, BaseVerifier, Delivery
+from .base import VerificationFailed as Failed
+
+ENCODINGS = ("hex", "base64")
+
+
+class HmacVerifier(BaseVerifier):
+    option_defaults = {
+        "SIGNATURE_HEADER": "X-Signature",
+        "ID_HEADER": "X-Webhook-Id",
+        "EVENT_HEADER": "X-Webhook-Event",
+        # When set, the signed text is "<timestamp>.<body>" within TOLERANCE.
+        "TIMESTAMP_HEADER": None,
+        "ENCODING": "hex",
+        # Text before the signature in its header, e.g. "sha256=".
+        "PREFIX": "",
+    }
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        names = ("ID_HEADER", "EVENT_HEADER", "TIMESTAMP_HEADER", "SIGNATURE_HEADER")
+        self.headers = tuple(self.options[n] for n in names if self.options[n])
+        self.signature_headers = (self.options["SIGNATURE_HEADER"],)
+
+    def check(self):
+        problems = super().check()
+        if self.options["ENCODING"] not in ENCODINGS:
+            problems.append("OPTIONS['ENCODING'] must be 'hex' or 'base64'")
+        for name in ("SIGNATURE_HEADER", "ID_HEADER", "EVENT_HEADER"):
+            if not isinstance(self.options[name], str) or not self.options[name]:
+                problems.append(f"OPTIONS['{name}'] must be a header name")
+        if not isinstance(self.options["PREFIX"], str):
+            problems.append("OPTIONS['PREFIX'] must be a string")
+        return problems
+
+    def verify(self, body, headers):
+        options = self.options
+        value = self.header(headers, options["SIGNATURE_HEADER"])
+        if not value.startswith(options["PREFIX"]):
+            raise Failed(MALFORMED_HEADER, "signature prefix missing")
+        candidate = self._decode(value[len(options["PREFIX"]) :])
+        signed = body
+        if options["TIMESTAMP_HEADER"]:
+            timestamp = self.header(headers, options["TIMESTAMP_HEADER"])
+            self.timestamp(timestamp)
+            signed = timestamp.encode() + b"." + body
+        expected = [
+            hmac.new(secret.encode(), signed, hashlib.sha256).digest()
+            for secret in self.secrets
+        ]
+        if not self.matches(expected, [candidate]):
+            raise Failed(BAD_SIGNATURE)
+        id_header, event_header = options["ID_HEADER"], options["EVENT_HEADER"]
+        return Delivery(
+            delivery_id=self.identifier(self.header(headers, id_header), id_header),
+            event_type=self.identifier(
+                self.header(headers, event_header), event_header
+            ),
+        )
+
+    def _decode(self, text):
+        try:
+            if self.options["ENCODING"] == "base64":
+                return base64.b64decode(text, validate=True)
+            return bytes.fromhex(text)
+        except (binascii.Error, ValueError):
+            raise Failed(MALFORMED_HEADER, "signature is not encoded") from None

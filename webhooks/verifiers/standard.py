@@ -1,0 +1,100 @@
+"""Standard Webhooks: ``webhook-id``, ``webhook-timestamp``, ``webhook-signature``."""
+
+import base64
+import binascii
+import hashlib
+import hmac
+from datetime import UTC, datetime
+
+from .base import (
+    BAD_SIGNATURE,
+    MALFORMED_BODY,
+    MALFORMED_HEADER,
+    NO_SECRET,
+    BaseVerifier,
+    Delivery,
+)
+from .base import VerificationFailed as Failed
+
+PREFIX = "whsec_"
+
+
+class StandardWebhooksVerifier(BaseVerifier):
+    headers = ("webhook-id", "webhook-timestamp", "webhook-signature")
+    signature_headers = ("webhook-signature",)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        # Undecodable secrets are dropped here and reported by the system check.
+        self.keys = [key for key in map(decode_secret, self.secrets) if key]
+
+    def check(self):
+        problems = super().check()
+        for index, secret in enumerate(self.secrets):
+            if decode_secret(secret) is None:
+                problems.append(f"SECRETS[{index}] is not whsec_ + base64")
+        return problems
+
+    def verify(self, body, headers):
+        msg_id = self.identifier(self.header(headers, "webhook-id"), "webhook-id")
+        timestamp = self.header(headers, "webhook-timestamp")
+        self.timestamp(timestamp)
+        signatures = _signatures(self.header(headers, "webhook-signature"))
+        if not self.keys:
+            raise Failed(NO_SECRET)
+        signed = f"{msg_id}.{timestamp}.".encode() + body
+        expected = [hmac.new(key, signed, hashlib.sha256).digest() for key in self.keys]
+        if not self.matches(expected, signatures):
+            raise Failed(BAD_SIGNATURE)
+        event = self.json_object(body)
+        try:
+            event_type = self.identifier(event.get("type"), "event type")
+        except Failed:
+            raise Failed(MALFORMED_BODY, "event type missing") from None
+        return Delivery(
+            delivery_id=msg_id,
+            event_type=event_type,
+            occurred_at=_event_time(event.get("timestamp")),
+        )
+
+
+def decode_secret(secret) -> bytes | None:
+    """Decode ``whsec_<base64>`` strictly; None when it is not that."""
+    if not isinstance(secret, str) or not secret.startswith(PREFIX):
+        return None
+    try:
+        key = base64.b64decode(secret[len(PREFIX) :], validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return key or None
+
+
+def _signatures(header):
+    """Decode every ``v1,<base64>``; other versions are ignored, as specified."""
+    signatures = []
+    for item in header.split(" "):
+        version, _, value = item.partition(",")
+        if version != "v1":
+            continue
+        try:
+            signature = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            signature = b""
+        if not signature:
+            raise Failed(MALFORMED_HEADER, "webhook-signature is not base64")
+        signatures.append(signature)
+    if not signatures:
+        raise Failed(MALFORMED_HEADER, "webhook-signature has no v1 signature")
+    return signatures
+
+
+def _event_time(value):
+    # The payload's own timestamp says when the event happened; the header's
+    # is re-signed on every retry, so it cannot order events.
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

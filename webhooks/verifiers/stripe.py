@@ -1,0 +1,64 @@
+"""Stripe: ``Stripe-Signature: t=<seconds>,v1=<hex>[,v1=<hex>...]``."""
+
+import hashlib
+import hmac
+from datetime import UTC, datetime
+
+from .base import (
+    BAD_SIGNATURE,
+    MALFORMED_BODY,
+    MALFORMED_HEADER,
+    BaseVerifier,
+    Delivery,
+)
+from .base import VerificationFailed as Failed
+
+
+class StripeVerifier(BaseVerifier):
+    headers = ("Stripe-Signature",)
+    signature_headers = ("Stripe-Signature",)
+
+    def verify(self, body, headers):
+        timestamp, signatures = _parse(self.header(headers, "Stripe-Signature"))
+        self.timestamp(timestamp)
+        signed = timestamp.encode() + b"." + body
+        # Stripe's key is the whole "whsec_..." string, not a decoding of it.
+        expected = [
+            hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest().encode()
+            for secret in self.secrets
+        ]
+        if not self.matches(expected, signatures):
+            raise Failed(BAD_SIGNATURE)
+        event = self.json_object(body)
+        created = event.get("created")
+        occurred_at = None
+        if isinstance(created, int) and not isinstance(created, bool):
+            try:
+                occurred_at = datetime.fromtimestamp(created, UTC)
+            except (OverflowError, OSError, ValueError):
+                raise Failed(MALFORMED_BODY, "created is out of range") from None
+        try:
+            return Delivery(
+                # The event id: the same on every retry of one event.
+                delivery_id=self.identifier(event.get("id"), "event id"),
+                event_type=self.identifier(event.get("type"), "event type"),
+                occurred_at=occurred_at,
+            )
+        except Failed as exc:
+            raise Failed(MALFORMED_BODY, exc.detail) from None
+
+
+def _parse(header):
+    """Return the one ``t`` value and every ``v1`` signature (lowercased bytes)."""
+    timestamps, signatures = [], []
+    for item in header.split(","):
+        name, sep, value = item.strip().partition("=")
+        if not sep:
+            raise Failed(MALFORMED_HEADER, "Stripe-Signature malformed")
+        if name == "t":
+            timestamps.append(value)
+        elif name == "v1":
+            signatures.append(value.lower().encode())
+    if len(timestamps) != 1 or not signatures:
+        raise Failed(MALFORMED_HEADER, "Stripe-Signature needs one t and a v1")
+    return timestamps[0], signatures

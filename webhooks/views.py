@@ -1,0 +1,121 @@
+"""The intake view: size limit, verify, insert, enqueue; answer fast."""
+
+import json
+import logging
+
+from django.db import router, transaction
+from django.http import HttpResponse
+from django.utils.decorators import method_decorator
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
+
+from idempotency import clock
+from idempotency.problems import problem_response
+
+from . import sources
+from .conf import webhooks_settings
+from .models import WebhookReceipt, WebhookRejection
+from .verifiers.base import MALFORMED_BODY, VerificationFailed
+
+logger = logging.getLogger("webhooks")
+State = WebhookReceipt.State
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class WebhookView(View):
+    """Receive one delivery for the source named in the URL.
+
+    The flow is fixed here; providers differ only in their verifier. Nothing
+    is stored before the signature checks out.
+    """
+
+    http_method_names = ["post"]
+
+    def post(self, request, source):
+        config = sources.get(source)
+        if config is None:
+            return problem_response(
+                404, "Unknown webhook source.", slug="webhook-unknown-source"
+            )
+        body = _read_bounded(request, config.max_body_size)
+        if body is None:
+            return problem_response(
+                413,
+                "Webhook body too large.",
+                slug="webhook-too-large",
+                detail=f"The limit is {config.max_body_size} bytes.",
+            )
+        try:
+            delivery = config.verifier.authenticate(body, request.headers)
+        except VerificationFailed as exc:
+            return self.reject(config, exc)
+        return self.accept(config, delivery, request, body)
+
+    def reject(self, config, exc):
+        WebhookRejection.objects.count_one(
+            source=config.name, reason=exc.reason, now=clock.now()
+        )
+        logger.warning("webhook %s refused: %s", config.name, exc.detail)
+        # A signed but unreadable body is the sender's bug, not a forgery.
+        status = 400 if exc.reason == MALFORMED_BODY else 401
+        return problem_response(
+            status,
+            "Webhook refused.",
+            slug=f"webhook-{exc.reason}",
+            detail=exc.detail,
+        )
+
+    def accept(self, config, delivery, request, body):
+        receipts = WebhookReceipt.objects.db_manager(
+            router.db_for_write(WebhookReceipt)
+        )
+        # No explicit transaction: the INSERT commits on its own (one round
+        # trip), and on_commit then enqueues once the row is durable. Inside
+        # an outer atomic block (ATOMIC_REQUESTS) both wait for its commit.
+        pk = receipts.insert_received(
+            source=config.name,
+            delivery=delivery,
+            headers=config.filter_headers(request.headers),
+            body=body,
+            now=clock.now(),
+        )
+        if pk is not None:
+            self.enqueue(pk, receipts.db)
+            return _answer(202, delivery, State.RECEIVED)
+        existing = receipts.for_delivery(config.name, delivery.delivery_id)
+        pk, state = existing.values_list("pk", "state").get()
+        # A provider redelivering a failed event asks for another try.
+        if state == State.FAILED and receipts.reopen_failed(pk):
+            self.enqueue(pk, receipts.db)
+            return _answer(202, delivery, State.RECEIVED)
+        return _answer(200, delivery, state, duplicate=True)
+
+    def enqueue(self, pk, using):
+        """Hand the receipt to processing once its row is committed."""
+        enqueue = webhooks_settings.ENQUEUE
+        # robust: the receipt is committed; a broker outage must not turn into
+        # a 5xx (the provider would resend a duplicate we then ignore). The
+        # receipt stays "received" and webhooks.enqueue_waiting picks it up.
+        transaction.on_commit(lambda: enqueue(pk), using=using, robust=True)
+
+
+def _read_bounded(request, limit):
+    """The body, or None when it is over ``limit``; never reads past limit+1."""
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        return None
+    # One byte more than allowed tells an over-long stream from a full one.
+    body = request.read(limit + 1)
+    return None if len(body) > limit else body
+
+
+def _answer(status, delivery, state, duplicate=False):
+    body = {"delivery_id": delivery.delivery_id, "state": state}
+    if duplicate:
+        body["duplicate"] = True
+    return HttpResponse(
+        json.dumps(body), status=status, content_type="application/json"
+    )
