@@ -20,16 +20,16 @@ DEFAULT_BATCH_SIZE = 1000
 @dataclass(frozen=True)
 class RetentionKind:
     name: str
-    # (now) -> the rows past their retention; re-applied to every batch.
-    purgeable: Callable[[datetime], QuerySet]
+    # Each (now) -> rows past their retention; re-applied to every batch.
+    purgeables: tuple[Callable[[datetime], QuerySet], ...]
 
 
 _kinds: dict[str, RetentionKind] = {}
 
 
-def register(name: str, purgeable: Callable[[datetime], QuerySet]) -> None:
-    """Make ``purge()`` delete ``purgeable(now)`` under the name ``name``."""
-    _kinds[name] = RetentionKind(name, purgeable)
+def register(name: str, *purgeables: Callable[[datetime], QuerySet]) -> None:
+    """Make ``purge()`` delete each ``purgeable(now)`` under the name ``name``."""
+    _kinds[name] = RetentionKind(name, purgeables)
 
 
 def kinds() -> list[str]:
@@ -41,8 +41,10 @@ def purgeable_counts(now=None, *, cap=None) -> dict[str, int]:
     now = now or clock.now()
     counts = {}
     for kind in _kinds.values():
-        rows = kind.purgeable(now)
-        counts[kind.name] = rows[:cap].count() if cap else rows.count()
+        counts[kind.name] = sum(
+            rows[:cap].count() if cap else rows.count()
+            for rows in (purgeable(now) for purgeable in kind.purgeables)
+        )
     return counts
 
 
@@ -67,14 +69,23 @@ def purge(
     now = now or clock.now()
     chosen = [kind for kind in _kinds.values() if not only or kind.name in only]
     if dry_run:
-        return {kind.name: kind.purgeable(now).count() for kind in chosen}
-    return {kind.name: _purge_kind(kind, now, batch_size, progress) for kind in chosen}
+        return {
+            kind.name: sum(purgeable(now).count() for purgeable in kind.purgeables)
+            for kind in chosen
+        }
+    return {
+        kind.name: sum(
+            _purge_rows(kind.name, purgeable, now, batch_size, progress)
+            for purgeable in kind.purgeables
+        )
+        for kind in chosen
+    }
 
 
-def _purge_kind(kind, now, batch_size, progress) -> int:
+def _purge_rows(name, purgeable, now, batch_size, progress) -> int:
     deleted = 0
     while True:
-        rows = kind.purgeable(now)
+        rows = purgeable(now)
         using = router.db_for_write(rows.model)
         with transaction.atomic(using=using):
             # Lock only this batch, skipping rows a writer holds right now.
@@ -88,6 +99,6 @@ def _purge_kind(kind, now, batch_size, progress) -> int:
                 count, _ = rows.using(using).filter(pk__in=batch).delete()
                 deleted += count
         if progress and batch:
-            progress(kind.name, deleted)
+            progress(name, deleted)
         if len(batch) < batch_size:
             return deleted

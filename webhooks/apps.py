@@ -12,10 +12,21 @@ class WebhooksConfig(AppConfig):
         from django.core.checks import register
         from django.core.signals import setting_changed
 
-        from . import checks
+        from idempotency import ops as console
+        from idempotency import retention
+
+        from . import checks, ops
         from .conf import webhooks_settings
+        from .models import WebhookReceipt, WebhookRejection
 
         register(checks.check_settings)
+        retention.register(
+            "webhooks",
+            WebhookReceipt.objects.purgeable,
+            WebhookRejection.objects.purgeable,
+        )
+        console.register_panel(ops.panel)
+        console.register_series(_("receipts received"), ops.received_per_hour)
         setting_changed.connect(
             webhooks_settings.on_setting_changed, dispatch_uid="webhooks-conf"
         )

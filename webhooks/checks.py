@@ -1,9 +1,12 @@
 """System checks for the WEBHOOKS settings."""
 
 import re
+from datetime import timedelta
 
-from django.core.checks import Error
+from django.core.checks import Error, Warning
 from django.core.exceptions import ImproperlyConfigured
+
+from idempotency.conf import as_timedelta
 
 from .conf import SOURCE_DEFAULTS, webhooks_settings
 from .sources import NEVER_STORED, verifier_class
@@ -30,7 +33,38 @@ def check_settings(app_configs=None, **kwargs):
     errors = []
     for name, config in sources.items():
         errors.extend(_check_source(name, config))
+    errors.extend(_check_retention(user.get("RETENTION", timedelta(days=30))))
     return errors
+
+
+# Stripe retries a delivery for up to three days; a receipt purged sooner
+# would let a late retry run its handlers a second time.
+PROVIDER_RETRY_HORIZON = timedelta(days=3)
+
+
+def _check_retention(value):
+    try:
+        retention = as_timedelta(value)
+    except TypeError:
+        retention = None
+    if retention is None or retention <= timedelta(0):
+        return [
+            Error(
+                "WEBHOOKS['RETENTION'] must be a positive duration.",
+                hint="Give seconds or a timedelta.",
+                id="webhooks.E012",
+            )
+        ]
+    if retention < PROVIDER_RETRY_HORIZON:
+        return [
+            Warning(
+                "WEBHOOKS['RETENTION'] is shorter than provider retries.",
+                hint="Keep receipts at least 3 days (Stripe retries that "
+                "long); the default is 30.",
+                id="webhooks.W001",
+            )
+        ]
+    return []
 
 
 def _check_source(name, config):

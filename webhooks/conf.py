@@ -1,5 +1,7 @@
 """The WEBHOOKS settings object."""
 
+from datetime import timedelta
+
 from idempotency.conf import AppSettings
 
 # Short names for the bundled verifiers; any other value is a dotted path.
@@ -36,6 +38,9 @@ webhooks_settings = AppSettings(
         # Celery retries of a failing receipt, and the backoff cap in seconds.
         "MAX_RETRIES": 5,
         "RETRY_BACKOFF_MAX": 600,
+        # How long processed or skipped receipts (and rejection counts) are
+        # kept: longer than any provider's manual replay window.
+        "RETENTION": timedelta(days=30),
     },
     import_strings=("ENQUEUE",),
 )

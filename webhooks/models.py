@@ -50,6 +50,10 @@ class WebhookReceipt(models.Model):
     class Meta:
         verbose_name = _("webhook receipt")
         verbose_name_plural = _("webhook receipts")
+        permissions = [
+            ("replay_webhookreceipt", _("Can replay received or failed receipts")),
+            ("reprocess_webhookreceipt", _("Can force reprocessing of receipts")),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["source", "delivery_id"], name="webhooks_unique_delivery"

@@ -2,6 +2,10 @@
 
 from django.db import connections, models
 
+from idempotency.conf import as_timedelta
+
+from .conf import webhooks_settings
+
 RECEIVED, FAILED = "received", "failed"
 DONE = ("processed", "skipped")
 
@@ -13,6 +17,11 @@ class WebhookReceiptQuerySet(models.QuerySet):
     def claimable(self, pk):
         """The receipt, locked, unless another worker holds it (then empty)."""
         return self.select_for_update(skip_locked=True).filter(pk=pk)
+
+    def purgeable(self, now):
+        """Processed or skipped receipts older than the retention; never others."""
+        cutoff = now - as_timedelta(webhooks_settings.RETENTION)
+        return self.filter(state__in=DONE, processed_at__lt=cutoff)
 
     def waiting(self, before):
         """Received receipts no worker finished: their enqueue may have been lost."""
@@ -77,6 +86,10 @@ class WebhookReceiptQuerySet(models.QuerySet):
 
 
 class WebhookRejectionQuerySet(models.QuerySet):
+    def purgeable(self, now):
+        cutoff = now - as_timedelta(webhooks_settings.RETENTION)
+        return self.filter(day__lt=cutoff.date())
+
     def count_one(self, *, source, reason, now):
         """Add one to today's (source, reason) count in one statement."""
         connection = connections[self.db]

@@ -146,7 +146,8 @@ def test_an_open_purge_batch_blocks_no_writer_of_new_keys(user, monkeypatch):
         retention._kinds,
         "idempotency",
         retention.RetentionKind(
-            "idempotency", lambda now: PausingQuerySet(IdempotencyRecord).purgeable(now)
+            "idempotency",
+            (lambda now: PausingQuerySet(IdempotencyRecord).purgeable(now),),
         ),
     )
 

@@ -96,3 +96,14 @@ def test_e011_verifier_rejects_its_settings(settings, config):
 def test_messages_are_short(settings):
     settings.WEBHOOKS = {"SOURCES": {"x": {"VERIFIER": "nope", "TOLERANCE": 0}}}
     assert all(len(error.msg) < 80 for error in check_settings())
+
+
+@pytest.mark.parametrize(
+    ("retention", "error_id"),
+    [(0, "webhooks.E012"), ("30d", "webhooks.E012"), (3600, "webhooks.W001")],
+)
+def test_retention_must_outlast_provider_retries(settings, retention, error_id):
+    from webhooks.checks import check_settings
+
+    settings.WEBHOOKS = {"SOURCES": {}, "RETENTION": retention}
+    assert [e.id for e in check_settings()] == [error_id]

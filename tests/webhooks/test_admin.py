@@ -1,0 +1,206 @@
+"""Receipts in the console: replay and force reprocess, guarded and logged."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission
+from django.utils import timezone
+
+from webhooks.models import WebhookReceipt, WebhookRejection
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = "/admin/webhooks/webhookreceipt/"
+
+
+@pytest.fixture
+def ran(handler_registry):
+    """Handler runs per delivery id, for a 'github push'."""
+    calls = []
+
+    @handler_registry.on("github", "push")
+    def record(event):
+        calls.append(event.delivery_id)
+
+    return calls
+
+
+@pytest.fixture
+def operator(make_user):
+    user = make_user("operator", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_webhookreceipt"))
+    return user
+
+
+def grant(user, codename):
+    user.user_permissions.add(Permission.objects.get(codename=codename))
+
+
+def receipt(delivery_id, state, **extra):
+    now = timezone.now()
+    return WebhookReceipt.objects.create(
+        source="github",
+        delivery_id=delivery_id,
+        event_type="push",
+        state=state,
+        body=b'{"zen": "ok"}',
+        headers={"Content-Type": "application/json"},
+        received_at=now,
+        processed_at=now if state == "processed" else None,
+        **extra,
+    )
+
+
+@pytest.fixture
+def act(client, django_capture_on_commit_callbacks):
+    """Run an admin action; enqueues on commit run as the request ends."""
+
+    def run(action, *receipts, **extra):
+        data = {"action": action, "_selected_action": [r.pk for r in receipts], **extra}
+        with django_capture_on_commit_callbacks(execute=True):
+            return client.post(CHANGELIST, data, follow=True)
+
+    return run
+
+
+def test_list_and_detail_render_for_an_operator(client, operator):
+    stored = receipt("d1", "failed", last_error="Traceback: boom")
+    client.force_login(operator)
+
+    assert (
+        client.get(CHANGELIST + "?state__exact=failed&age=1h&q=d1").status_code == 200
+    )
+    detail = client.get(f"{CHANGELIST}{stored.pk}/change/")
+    assert b"boom" in detail.content
+    assert b"once-json" in detail.content
+
+
+def test_replay_without_the_permission_changes_nothing(client, operator, ran, act):
+    failed = receipt("d1", "failed")
+    client.force_login(operator)
+
+    act("replay", failed)
+
+    failed.refresh_from_db()
+    assert failed.state == "failed"
+    assert ran == []
+    assert not LogEntry.objects.exists()
+
+
+def test_replay_processes_failed_and_received_once_and_skips_processed(
+    client, operator, ran, act
+):
+    failed, waiting, done = (
+        receipt("d1", "failed"),
+        receipt("d2", "received"),
+        receipt("d3", "processed"),
+    )
+    grant(operator, "replay_webhookreceipt")
+    client.force_login(operator)
+
+    answer = act("replay", failed, waiting, done)
+
+    assert sorted(ran) == ["d1", "d2"]
+    text = answer.content.decode()
+    assert "Replayed 2 receipts." in text
+    assert "Skipped 1 already processed receipt" in text
+    assert set(WebhookReceipt.objects.values_list("state", flat=True)) == {"processed"}
+    assert LogEntry.objects.filter(user=operator).count() == 2
+
+    act("replay", failed, waiting, done)  # a double click
+    assert sorted(ran) == ["d1", "d2"]
+
+
+def test_force_reprocess_needs_the_stricter_permission(client, operator, ran, act):
+    done = receipt("d1", "processed")
+    grant(operator, "replay_webhookreceipt")
+    client.force_login(operator)
+
+    act("force_reprocess", done, post="yes")
+
+    done.refresh_from_db()
+    assert done.state == "processed"
+    assert ran == []
+
+
+def test_force_reprocess_asks_for_confirmation_first(client, operator, ran, act):
+    done = receipt("d1", "processed")
+    grant(operator, "reprocess_webhookreceipt")
+    client.force_login(operator)
+
+    confirm = act("force_reprocess", done)
+
+    assert confirm.status_code == 200
+    assert b"Yes, reprocess" in confirm.content
+    done.refresh_from_db()
+    assert done.state == "processed"
+    assert ran == []
+
+    act("force_reprocess", done, post="yes")
+    assert ran == ["d1"]
+    done.refresh_from_db()
+    assert done.state == "processed"
+    assert LogEntry.objects.get().change_message.startswith("Forced reprocessing")
+
+
+def test_rejections_list_renders(client, operator):
+    WebhookRejection.objects.count_one(
+        source="github", reason="bad-signature", now=timezone.now()
+    )
+    operator.user_permissions.add(
+        Permission.objects.get(codename="view_webhookrejection")
+    )
+    client.force_login(operator)
+
+    assert client.get("/admin/webhooks/webhookrejection/").status_code == 200
+
+
+def test_dashboard_shows_receipts_by_source_and_state_and_rejections(client, make_user):
+    admin_user = make_user("root", is_staff=True, is_superuser=True)
+    receipt("d1", "failed"), receipt("d2", "processed")
+    WebhookRejection.objects.count_one(
+        source="github", reason="bad-signature", now=timezone.now()
+    )
+    client.force_login(admin_user)
+
+    answer = client.get("/admin/ops/")
+
+    figures = {f.label: f for p in answer.context["panels"] for f in p.figures}
+    assert figures["github · failed"].value == 1
+    assert figures["github · failed"].alert
+    assert figures["github · processed"].value == 1
+    assert figures["rejected github · bad-signature"].value == 1
+    listed = client.get(figures["github · failed"].url)
+    assert listed.context["cl"].result_count == 1
+    assert b"receipts received" in answer.content
+
+
+def test_purge_keeps_unprocessed_receipts_whatever_their_age(clock):
+    old = timezone.now() - timedelta(days=40)
+    for delivery_id, state in [
+        ("p", "processed"),
+        ("s", "skipped"),
+        ("r", "received"),
+        ("f", "failed"),
+    ]:
+        WebhookReceipt.objects.create(
+            source="github",
+            delivery_id=delivery_id,
+            state=state,
+            body=b"{}",
+            received_at=old,
+            processed_at=old if state in ("processed", "skipped") else None,
+        )
+    receipt("fresh", "processed")
+    WebhookRejection.objects.count_one(source="github", reason="bad-signature", now=old)
+
+    from idempotency import retention
+
+    assert retention.purge(only=["webhooks"]) == {"webhooks": 3}
+    assert set(WebhookReceipt.objects.values_list("delivery_id", flat=True)) == {
+        "r",
+        "f",
+        "fresh",
+    }
+    assert not WebhookRejection.objects.exists()
