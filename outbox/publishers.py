@@ -205,6 +205,10 @@ class CeleryTaskPublisher(BasePublisher):
             ) from None
         payload, headers = envelope(message)
         try:
+            # No retry loop here either: the relay's backoff is the policy.
+            self.connection.ensure_connection(
+                max_retries=1, interval_start=0, interval_step=0
+            )
             self.get_app().send_task(
                 name,
                 kwargs={
