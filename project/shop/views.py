@@ -1,8 +1,10 @@
 """The demo shop's API: idempotent order creation."""
 
+from django.db import transaction
 from rest_framework import mixins, viewsets
 
 from idempotency.mixins import IdempotencyMixin
+from outbox.api import record
 
 from .models import Order
 from .serializers import OrderSerializer
@@ -22,5 +24,15 @@ class OrderViewSet(
         return Order.objects.filter(owner=self.request.user)
 
     def perform_create(self, serializer):
-        order = serializer.save(owner=self.request.user)
+        # The order and its event commit together (the claim's transaction
+        # already holds both; atomic() makes it true without a key as well).
+        with transaction.atomic():
+            order = serializer.save(owner=self.request.user)
+            record(
+                "order",
+                order.pk,
+                "order.created",
+                {"order": order.pk, "sku": order.sku, "quantity": order.quantity},
+                headers={"idempotency-key": self.request.idempotency.key},
+            )
         self.request.idempotency.set_resource(order)
