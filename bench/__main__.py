@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 # Each module exposes run() -> str: a Markdown section with its figures.
-MODULES = ["bench.idempotency", "bench.webhooks", "bench.retention"]
+MODULES = ["bench.idempotency", "bench.outbox", "bench.webhooks", "bench.retention"]
 
 HEADER = """# Benchmarks
 

@@ -4,6 +4,7 @@ from django.urls import include, path
 from rest_framework import mixins, viewsets
 from rest_framework.routers import SimpleRouter
 
+from project.shop import orders
 from project.shop.models import Order
 from project.shop.serializers import OrderSerializer
 
@@ -15,7 +16,7 @@ class BaselineOrderViewSet(mixins.CreateModelMixin, viewsets.GenericViewSet):
         return Order.objects.filter(owner=self.request.user)
 
     def perform_create(self, serializer):
-        serializer.save(owner=self.request.user)
+        orders.place(serializer, self.request.user)
 
 
 router = SimpleRouter()

@@ -22,6 +22,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "idempotency",
+    "outbox",
+    "inbox",
     "webhooks",
     "project.shop",
 ]
@@ -119,3 +121,16 @@ if CELERY_BROKER_URL == "filesystem://":
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BEAT_SCHEDULE = {
+    # The safety net: record() kicks the relay on commit; this drains whatever
+    # a lost kick (broker down at that moment) left behind.
+    "outbox-relay": {"task": "outbox.relay", "schedule": 30.0},
+}
+
+# The relay hands each order event to the shop's inbox consumer task, through
+# the Celery broker above (Redis, or the filesystem transport).
+OUTBOX = {
+    "PUBLISHER": "outbox.publishers.CeleryTaskPublisher",
+    "PUBLISHER_OPTIONS": {"tasks": {"order.created": "shop.reserve_stock"}},
+}
+INBOX = {}

@@ -16,3 +16,9 @@ ROOT_URLCONF = "tests.testapp.urls"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 IDEMPOTENCY = {}
+# Publish into a list and kick nothing: each test drains the relay itself.
+OUTBOX = {
+    "PUBLISHER": "outbox.publishers.InMemoryPublisher",
+    "KICK_ON_COMMIT": False,
+}
+INBOX = {}

@@ -1,4 +1,4 @@
-"""The demo shop's orders."""
+"""The demo shop's orders and stock."""
 
 from django.conf import settings
 from django.db import models
@@ -34,3 +34,19 @@ class Order(models.Model):
 
     def __str__(self):
         return f"Order {self.pk}: {self.quantity} x {self.sku}"
+
+
+class Stock(models.Model):
+    """What the warehouse holds; the inbox consumer reserves from it."""
+
+    sku = models.CharField(_("SKU"), max_length=64, unique=True)
+    on_hand = models.IntegerField(_("on hand"), default=0)
+    reserved = models.PositiveIntegerField(_("reserved"), default=0)
+
+    class Meta:
+        ordering = ["sku"]
+        verbose_name = _("stock")
+        verbose_name_plural = _("stock")
+
+    def __str__(self):
+        return f"{self.sku}: {self.on_hand} on hand, {self.reserved} reserved"

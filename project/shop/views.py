@@ -4,6 +4,7 @@ from rest_framework import mixins, viewsets
 
 from idempotency.mixins import IdempotencyMixin
 
+from . import orders
 from .models import Order
 from .serializers import OrderSerializer
 
@@ -22,5 +23,6 @@ class OrderViewSet(
         return Order.objects.filter(owner=self.request.user)
 
     def perform_create(self, serializer):
-        order = serializer.save(owner=self.request.user)
-        self.request.idempotency.set_resource(order)
+        claim = self.request.idempotency
+        order = orders.place(serializer, self.request.user, idempotency_key=claim.key)
+        claim.set_resource(order)

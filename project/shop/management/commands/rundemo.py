@@ -1,7 +1,11 @@
-"""Set up and serve the demo: migrate, seed, then the web server."""
+"""Set up and serve the demo: migrate, seed, then Celery and the web server."""
 
 import os
+import signal
+import subprocess
+import sys
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
@@ -9,11 +13,14 @@ ADDRESS = os.environ.get("DEMO_ADDRESS", "127.0.0.1:8000")
 
 
 class Command(BaseCommand):
-    help = "Migrate, seed demo data and serve the demo project."
+    help = "Migrate, seed demo data and serve the demo project with Celery."
 
     def handle(self, *args, **options):
         call_command("migrate", interactive=False, verbosity=0)
         call_command("seed_demo")
+        var = settings.BASE_DIR / "var"
+        # The filesystem broker needs its folder; beat keeps its schedule here.
+        (var / "broker").mkdir(parents=True, exist_ok=True)
         url = f"http://{ADDRESS}"
         self.stdout.write(
             f"\nThe demo runs at {url}/\n"
@@ -22,5 +29,26 @@ class Command(BaseCommand):
             f"  try: curl -u alice:alice -H 'Idempotency-Key: demo-1' "
             f'-H \'Content-Type: application/json\' -d \'{{"sku": "BOOK-1", '
             f'"quantity": 1}}\' {url}/api/orders/\n'
+            f"  Celery worker + beat run beside it ({settings.CELERY_BROKER_URL}):\n"
+            f"  each order's event reserves stock once (see Stock in the admin).\n"
         )
-        call_command("runserver", ADDRESS, use_reloader=False)
+        celery = [sys.executable, "-m", "celery", "-A", "project"]
+        children = [
+            subprocess.Popen([*celery, "worker", "-P", "solo", "-l", "info"]),
+            subprocess.Popen(
+                [*celery, "beat", "-l", "info", "-s", str(var / "celerybeat-schedule")]
+            ),
+        ]
+        # A SIGTERM unwinds like Ctrl-C, through the cleanup below.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        try:
+            call_command("runserver", ADDRESS, use_reloader=False)
+        finally:
+            # Ctrl-C lands here too: never leave a worker or beat behind.
+            for child in children:
+                child.terminate()
+            for child in children:
+                try:
+                    child.wait(10)
+                except subprocess.TimeoutExpired:
+                    child.kill()

@@ -3,7 +3,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from project.shop.models import Order
+from project.shop.models import Order, Stock
 
 DEMO_USERS = (
     # username, password, staff
@@ -32,4 +32,6 @@ class Command(BaseCommand):
             Order.objects.create(
                 owner=alice, sku="MUG-2", quantity=2, status=Order.Status.PAID
             )
+        for sku in ("BOOK-1", "MUG-2"):
+            Stock.objects.get_or_create(sku=sku, defaults={"on_hand": 100})
         self.stdout.write("Demo users: admin/admin (staff), alice/alice, bob/bob")

@@ -1,0 +1,1 @@
+"""Idempotent inbox: a consumer applies each message once."""

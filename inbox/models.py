@@ -1,0 +1,42 @@
+"""The inbox: one row per (subscriber, message id) a consumer has applied."""
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from .querysets import InboxMessageQuerySet
+
+
+class InboxMessage(models.Model):
+    subscriber = models.CharField(
+        _("subscriber"),
+        max_length=255,
+        help_text=_("The consumer; ids are deduplicated per subscriber."),
+    )
+    message_id = models.CharField(_("message id"), max_length=255)
+    received_at = models.DateTimeField(_("received at"))
+    duplicates = models.PositiveIntegerField(
+        _("duplicates"), default=0, help_text=_("Redeliveries dropped so far.")
+    )
+
+    objects = InboxMessageQuerySet.as_manager()
+
+    class Meta:
+        db_table = "inbox_message"
+        verbose_name = _("inbox message")
+        verbose_name_plural = _("inbox messages")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["subscriber", "message_id"], name="inbox_unique_message"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["received_at"], name="inbox_received_idx"),
+            models.Index(
+                fields=["duplicates"],
+                condition=models.Q(duplicates__gt=0),
+                name="inbox_duplicates_idx",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.subscriber} {self.message_id}"

@@ -1,0 +1,1 @@
+"""Transactional outbox: a state change and its event commit together."""

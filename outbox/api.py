@@ -1,0 +1,114 @@
+"""Record an event in the caller's transaction: ``record(...)``."""
+
+import logging
+import uuid
+from typing import Any
+
+from django.db import connections, router, transaction
+
+from idempotency import clock
+
+from .conf import DEBEZIUM, outbox_settings
+from .exceptions import NotInTransaction
+from .models import OutboxMessage
+
+# The header every delivery carries; consumers dedupe on it (the inbox reads
+# the same name: the wire format is the contract, not an import).
+MESSAGE_ID_HEADER = "once-message-id"
+
+logger = logging.getLogger("outbox")
+
+
+def record(
+    aggregate_type: str,
+    aggregate_id: Any,
+    event_type: str,
+    payload: Any,
+    *,
+    headers: dict | None = None,
+    using: str | None = None,
+    require_transaction: bool = True,
+) -> uuid.UUID:
+    """Write one event in the current transaction and return its message id.
+
+    Call it inside the ``transaction.atomic()`` block that makes the change the
+    event describes: both commit or neither does. Outside one it raises
+    ``NotInTransaction`` unless ``require_transaction=False``, which writes the
+    event in a transaction of its own.
+    """
+    using = using or router.db_for_write(OutboxMessage)
+    connection = connections[using]
+    if require_transaction and not connection.in_atomic_block:
+        raise NotInTransaction(
+            "outbox.api.record() must run inside transaction.atomic(), so the "
+            "event commits with the change it describes; pass "
+            "require_transaction=False to record it on its own."
+        )
+    message_id = uuid.uuid4()
+    aggregate_id = str(aggregate_id)
+    # savepoint=False: joining the caller's transaction costs nothing, and a
+    # failure here must fail the caller's change too.
+    with transaction.atomic(using=using, savepoint=False):
+        if outbox_settings.ORDERED:
+            _lock_aggregate(connection, aggregate_type, aggregate_id)
+        # Read the clock after the lock: in ordered mode created_at must follow
+        # the commit of the previous writer of this aggregate.
+        now = clock.now()
+        OutboxMessage.objects.using(using).create(
+            id=message_id,
+            aggregatetype=aggregate_type,
+            aggregateid=aggregate_id,
+            type=event_type,
+            payload=payload,
+            headers={**(headers or {}), MESSAGE_ID_HEADER: str(message_id)},
+            created_at=now,
+            available_at=now,
+        )
+        if outbox_settings.RELAY == DEBEZIUM:
+            # CDC reads the INSERT from the WAL; the table stays empty and the
+            # row is never updated. Same transaction, so nothing is lost.
+            OutboxMessage.objects.using(using).filter(pk=message_id).delete()
+        elif outbox_settings.KICK_ON_COMMIT:
+            _kick_on_commit(connection, using)
+    return message_id
+
+
+def _lock_aggregate(connection, aggregate_type, aggregate_id):
+    """Serialize writers of one aggregate until their transaction ends.
+
+    Commit order is not id order: without this, a later event could commit (and
+    be published) before an earlier one of the same aggregate.
+    """
+    if connection.vendor != "postgresql":
+        return  # SQLite has one writer at a time already.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            [f"outbox\x1f{aggregate_type}\x1f{aggregate_id}"],
+        )
+
+
+def _kick_on_commit(connection, using):
+    # One kick per transaction, however many events it recorded.
+    if any(entry[1] is _kickers.get(using) for entry in connection.run_on_commit):
+        return
+    kicker = _kickers.setdefault(using, _Kick(using))
+    transaction.on_commit(kicker, using=using, robust=True)
+
+
+class _Kick:
+    def __init__(self, using):
+        self.using = using
+
+    def __call__(self):
+        from .tasks import relay
+
+        try:
+            # retry=False: a request must not hang on a broker outage; the
+            # beat schedule drains what this kick would have.
+            relay.apply_async(retry=False)
+        except Exception:
+            logger.warning("Could not kick the outbox relay", exc_info=True)
+
+
+_kickers: dict[str, _Kick] = {}

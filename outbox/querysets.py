@@ -1,0 +1,54 @@
+"""Queries on outbox messages, named by intent."""
+
+from django.db import models
+
+
+class OutboxMessageQuerySet(models.QuerySet):
+    def pending(self):
+        return self.filter(state="pending")
+
+    def published(self):
+        return self.filter(state="published")
+
+    def dead(self):
+        return self.filter(state="dead")
+
+    def due(self, now):
+        """Pending messages whose time has come, leased or not."""
+        return self.pending().filter(available_at__lte=now)
+
+    def claimable(self, now):
+        """Due messages no live relay holds."""
+        return self.due(now).filter(
+            models.Q(locked_until__isnull=True) | models.Q(locked_until__lte=now)
+        )
+
+    def in_flight(self, now):
+        """Messages a relay holds right now."""
+        return self.pending().filter(locked_until__gt=now)
+
+    def for_aggregate(self, aggregate_type, aggregate_id):
+        return self.filter(aggregatetype=aggregate_type, aggregateid=str(aggregate_id))
+
+    def purgeable(self, now, retention):
+        """Published rows older than the retention; never an unpublished one."""
+        return self.published().filter(published_at__lt=now - retention)
+
+    def oldest_pending_age(self, now):
+        """Lag of the backlog, counted from when its oldest message became due.
+
+        Messages are due when recorded, so the age is ``now - created_at``:
+        ``available_at`` moves with the backoff and would hide the lag.
+        """
+        oldest = self.pending().aggregate(oldest=models.Min("created_at"))["oldest"]
+        return now - oldest if oldest else None
+
+    def requeue(self, now):
+        """Give dead messages a fresh attempt budget; ``attempts`` keeps growing
+        so every write-back stays fenced."""
+        return self.dead().update(
+            state="pending",
+            available_at=now,
+            locked_until=None,
+            requeued_at_attempt=models.F("attempts"),
+        )

@@ -1,0 +1,218 @@
+"""receive() and @consumer: each message applied once per subscriber."""
+
+import threading
+import time
+import uuid
+
+import pytest
+from django.db import transaction
+from kombu import Connection, Exchange, Queue
+
+from inbox.api import MessageIdMissing, consumer, message_id_from, receive
+from inbox.models import InboxMessage
+from tests.conftest import run_concurrently
+from tests.testapp.models import Widget
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
+
+
+class Boom(Exception):
+    pass
+
+
+def apply(subscriber, message_id):
+    """A consumer: one Widget per message it applies."""
+    with receive(subscriber, message_id) as delivery:
+        if not delivery.duplicate:
+            Widget.objects.create(name=message_id)
+    return delivery
+
+
+def test_the_first_delivery_applies_and_a_redelivery_is_a_duplicate():
+    first = apply("stock", "m1")
+    again = apply("stock", "m1")
+
+    assert (first.duplicate, again.duplicate) == (False, True)
+    assert Widget.objects.count() == 1
+    row = InboxMessage.objects.get()
+    assert (row.subscriber, row.message_id, row.duplicates) == ("stock", "m1", 1)
+    apply("stock", "m1")
+    row.refresh_from_db()
+    assert row.duplicates == 2
+
+
+def test_ids_are_keyed_per_subscriber_never_globally():
+    assert not apply("stock", "m1").duplicate
+    assert not apply("mailer", "m1").duplicate
+    assert Widget.objects.count() == 2
+
+
+def test_an_exception_rolls_back_the_work_and_the_claim_so_redelivery_runs():
+    with pytest.raises(Boom), receive("stock", "m1") as delivery:
+        assert not delivery.duplicate
+        Widget.objects.create(name="m1")
+        raise Boom
+
+    assert Widget.objects.count() == 0
+    assert InboxMessage.objects.count() == 0
+    assert not apply("stock", "m1").duplicate
+    assert Widget.objects.count() == 1
+
+
+def test_receive_joins_the_callers_transaction():
+    with pytest.raises(Boom), transaction.atomic():
+        apply("stock", "m1")
+        raise Boom
+
+    assert InboxMessage.objects.count() == 0
+    assert Widget.objects.count() == 0
+
+
+def test_receive_needs_a_message_id():
+    with pytest.raises(MessageIdMissing), receive("stock", ""):
+        pass
+
+
+@pytest.mark.postgresql
+def test_two_workers_racing_on_one_message_make_one_effect():
+    entered = threading.Event()
+
+    def work(index):
+        with receive("stock", "m1") as delivery:
+            if delivery.duplicate:
+                # It waited on the unique index until the winner committed.
+                assert Widget.objects.count() == 1
+                return "duplicate"
+            entered.set()
+            Widget.objects.create(name="m1")
+            time.sleep(0.3)  # hold the claim while the other one arrives
+            return "applied"
+
+    results = run_concurrently(2, work)
+
+    assert sorted(results) == ["applied", "duplicate"]
+    assert Widget.objects.count() == 1
+    assert InboxMessage.objects.get().duplicates == 1
+
+
+@pytest.mark.postgresql
+def test_a_racing_duplicate_runs_when_the_winner_rolls_back():
+    claimed = threading.Event()
+
+    def work(index):
+        if index == 1:
+            claimed.wait(10)  # arrive while the first holds the claim
+        try:
+            with receive("stock", "m1") as delivery:
+                if delivery.duplicate:
+                    return "duplicate"
+                Widget.objects.create(name=f"m1-{index}")
+                if index == 0:
+                    claimed.set()
+                    time.sleep(0.3)
+                    raise Boom
+                return "applied"
+        except Boom:
+            return "rolled back"
+
+    results = run_concurrently(2, work)
+
+    assert results == ["rolled back", "applied"]  # a rolled-back claim is no claim
+    assert list(Widget.objects.values_list("name", flat=True)) == ["m1-1"]
+
+
+def test_message_id_lookup_order():
+    assert message_id_from({"once-message-id": "a", "id": "b"}) == "a"
+    assert message_id_from({"id": "b", "ce_id": "c"}) == "b"  # Debezium
+    assert message_id_from({"ce_id": "c"}) == "c"  # CloudEvents, binary mode
+    cloud_event = {"specversion": "1.0", "id": "d", "type": "x", "source": "/s"}
+    assert message_id_from({}, cloud_event) == "d"  # CloudEvents, structured
+    assert message_id_from({}, {"id": "not a cloud event"}) is None
+
+
+def test_consumer_on_a_plain_callable_reads_the_outbox_header():
+    calls = []
+
+    @consumer("stock")
+    def on_order(*, payload, headers):
+        calls.append(payload)
+        return "done"
+
+    headers = {"once-message-id": "m1"}
+    assert on_order(payload={"n": 1}, headers=headers) == "done"
+    assert on_order(payload={"n": 1}, headers=headers) is None
+    assert calls == [{"n": 1}]
+    assert on_order.subscriber == "stock"
+
+
+def test_consumer_with_an_explicit_message_id():
+    calls = []
+
+    @consumer("stock", message_id="event_id")
+    def by_kwarg(*, event_id):
+        calls.append(event_id)
+
+    @consumer("mailer", message_id=lambda event: event["key"])
+    def by_function(event):
+        calls.append(event["key"])
+
+    by_kwarg(event_id="e1")
+    by_kwarg(event_id="e1")
+    by_function({"key": "e1"})
+    by_function({"key": "e1"})
+    assert calls == ["e1", "e1"]  # once per subscriber
+
+
+def test_consumer_refuses_a_delivery_without_an_id():
+    @consumer("stock")
+    def handler(**kwargs):
+        raise AssertionError("must not run")
+
+    with pytest.raises(MessageIdMissing):
+        handler(payload={})
+
+
+def test_a_consumer_that_dies_before_the_ack_gets_a_detected_redelivery():
+    """Commit, die before ack: RabbitMQ redelivers; the inbox drops it."""
+    name = f"outbox-test-inbox-{uuid.uuid4().hex[:8]}"
+    exchange = Exchange(name, type="direct", durable=False, auto_delete=True)
+    queue = Queue(name, exchange, routing_key=name, auto_delete=False)
+    effects = []
+
+    @consumer(
+        "stock", message_id=lambda body, message: message.properties["message_id"]
+    )
+    def handle(body, message):
+        effects.append(body["order"])
+
+    with Connection(AMQP_URL) as conn:
+        conn.Producer().publish(
+            {"order": 1},
+            exchange=exchange,
+            routing_key=name,
+            message_id="m-42",
+            declare=[queue],
+        )
+    try:
+        # First worker: handles (commits), then its connection dies unacked.
+        crashed = Connection(AMQP_URL)
+        message = crashed.SimpleQueue(queue).get(timeout=5)
+        handle(message.payload, message)
+        crashed.close()  # no ack: the broker requeues it
+
+        with Connection(AMQP_URL) as conn:
+            simple = conn.SimpleQueue(queue)
+            redelivered = simple.get(timeout=5)
+            assert redelivered.delivery_info["redelivered"] is True
+            assert handle(redelivered.payload, redelivered) is None  # duplicate
+            redelivered.ack()
+            assert simple.qsize() == 0
+            simple.close()
+    finally:
+        with Connection(AMQP_URL) as conn:
+            queue(conn.channel()).delete()
+
+    assert effects == [1]
+    assert InboxMessage.objects.get(message_id="m-42").duplicates == 1

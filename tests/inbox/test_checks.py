@@ -1,0 +1,41 @@
+"""One test per system check id of the inbox."""
+
+from datetime import timedelta
+
+from django.test.utils import override_settings
+
+from inbox import checks
+
+
+def ids(messages):
+    return [m.id for m in messages]
+
+
+def test_the_defaults_pass():
+    assert checks.check_settings() == []
+
+
+@override_settings(INBOX={"RETENTON": 1})
+def test_e001_unknown_setting():
+    assert ids(checks.check_settings()) == ["inbox.E001"]
+
+
+@override_settings(INBOX={"RETENTION": "30 days"})
+def test_e002_durations_must_be_durations():
+    assert ids(checks.check_settings()) == ["inbox.E002"]
+
+
+@override_settings(INBOX={"RETENTION": timedelta(days=1)})
+def test_w001_retention_shorter_than_the_redelivery_horizon():
+    assert ids(checks.check_settings()) == ["inbox.W001"]
+
+
+def test_w001_counts_the_broker_visibility_timeout():
+    from project.celery import app
+
+    saved = app.conf.broker_transport_options
+    app.conf.broker_transport_options = {"visibility_timeout": 60 * 24 * 3600}
+    try:
+        assert ids(checks.check_settings()) == ["inbox.W001"]  # 60 d > 30 d
+    finally:
+        app.conf.broker_transport_options = saved

@@ -1,0 +1,43 @@
+import pytest
+
+from outbox.publishers import InMemoryPublisher
+
+REDIS_URL = "redis://127.0.0.1:6379/11"
+AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
+# Nothing listens here: a broker that is down.
+DEAD_REDIS_URL = "redis://127.0.0.1:1/11"
+
+
+@pytest.fixture
+def sent():
+    """What the InMemoryPublisher published during this test."""
+    InMemoryPublisher.reset()
+    yield InMemoryPublisher.sent
+    InMemoryPublisher.reset()
+
+
+@pytest.fixture
+def make_messages():
+    """Record ``count`` committed-looking events fast (one bulk insert)."""
+    from idempotency import clock
+    from outbox.api import MESSAGE_ID_HEADER
+    from outbox.models import OutboxMessage
+
+    def make(count, *, aggregate_type="order", aggregate_id=None, **extra):
+        now = clock.now()
+        rows = []
+        for i in range(count):
+            message = OutboxMessage(
+                aggregatetype=aggregate_type,
+                aggregateid=str(aggregate_id if aggregate_id is not None else i),
+                type="order.created",
+                payload={"n": i},
+                created_at=now,
+                available_at=now,
+                **extra,
+            )
+            message.headers = {MESSAGE_ID_HEADER: str(message.id)}
+            rows.append(message)
+        return OutboxMessage.objects.bulk_create(rows, batch_size=1000)
+
+    return make

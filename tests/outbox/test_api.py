@@ -1,0 +1,142 @@
+"""record(): the event commits with the change it describes, or not at all."""
+
+import uuid
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext, override_settings
+
+from outbox.api import MESSAGE_ID_HEADER, record
+from outbox.exceptions import NotInTransaction
+from outbox.models import OutboxMessage
+from tests.testapp.models import Widget
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Boom(Exception):
+    pass
+
+
+def test_record_writes_a_pending_row_and_returns_its_id():
+    with transaction.atomic():
+        message_id = record("order", 7, "order.created", {"sku": "A"}, headers={"k": 1})
+
+    assert isinstance(message_id, uuid.UUID)
+    message = OutboxMessage.objects.get()
+    assert message.pk == message_id
+    assert (message.aggregatetype, message.aggregateid, message.type) == (
+        "order",
+        "7",
+        "order.created",
+    )
+    assert message.payload == {"sku": "A"}
+    assert message.headers == {"k": 1, MESSAGE_ID_HEADER: str(message_id)}
+    assert message.state == "pending"
+    assert message.attempts == 0
+    assert message.available_at == message.created_at
+
+
+def test_business_row_and_event_commit_together():
+    with transaction.atomic():
+        Widget.objects.create(name="w")
+        record("widget", 1, "widget.created", {})
+
+    assert Widget.objects.count() == 1
+    assert OutboxMessage.objects.count() == 1
+
+
+def test_a_failure_after_record_rolls_back_both():
+    with pytest.raises(Boom), transaction.atomic():
+        Widget.objects.create(name="w")
+        record("widget", 1, "widget.created", {})
+        raise Boom
+
+    assert Widget.objects.count() == 0
+    assert OutboxMessage.objects.count() == 0
+
+
+def test_a_failing_record_rolls_back_the_business_row():
+    with pytest.raises(TypeError), transaction.atomic():
+        Widget.objects.create(name="w")
+        record("widget", 1, "widget.created", {"not json": object()})
+
+    assert Widget.objects.count() == 0
+    assert OutboxMessage.objects.count() == 0
+
+
+def test_record_refuses_to_run_outside_a_transaction():
+    with pytest.raises(NotInTransaction, match=r"transaction\.atomic"):
+        record("order", 1, "order.created", {})
+
+    assert OutboxMessage.objects.count() == 0
+
+
+def test_record_can_be_told_to_run_on_its_own():
+    record("order", 1, "order.created", {}, require_transaction=False)
+
+    assert OutboxMessage.objects.count() == 1
+
+
+@override_settings(OUTBOX={"RELAY": "debezium"})
+def test_debezium_mode_inserts_and_deletes_in_one_transaction_never_updates():
+    with CaptureQueriesContext(connection) as queries, transaction.atomic():
+        Widget.objects.create(name="w")
+        record("widget", 1, "widget.created", {"a": 1})
+
+    statements = [q["sql"].split()[0].upper() for q in queries.captured_queries]
+    outbox_sql = [q["sql"] for q in queries.captured_queries if "outbox" in q["sql"]]
+    assert [s.split()[0] for s in outbox_sql] == ["INSERT", "DELETE"]
+    assert "UPDATE" not in statements
+    assert OutboxMessage.objects.count() == 0
+    assert Widget.objects.count() == 1
+
+
+@pytest.fixture
+def eager_celery():
+    from project.celery import app
+
+    app.conf.task_always_eager = True
+    yield app
+    app.conf.task_always_eager = False
+
+
+def test_the_commit_kicks_the_relay_once(monkeypatch, sent, eager_celery):
+    from outbox import tasks
+
+    kicks = []
+    real = tasks.relay.apply_async
+    monkeypatch.setattr(
+        tasks.relay, "apply_async", lambda *a, **kw: kicks.append(1) or real(*a, **kw)
+    )
+    with (
+        override_settings(
+            OUTBOX={
+                "PUBLISHER": "outbox.publishers.InMemoryPublisher",
+                "KICK_ON_COMMIT": True,
+            }
+        ),
+        transaction.atomic(),
+    ):
+        record("order", 1, "order.created", {})
+        record("order", 2, "order.created", {})
+        assert sent == []  # nothing leaves before the commit
+
+    assert len(kicks) == 1
+    assert len(sent) == 2
+    assert OutboxMessage.objects.published().count() == 2
+
+
+def test_a_rolled_back_transaction_kicks_nothing(monkeypatch):
+    from outbox import tasks
+
+    kicks = []
+    monkeypatch.setattr(tasks.relay, "apply_async", lambda *a, **kw: kicks.append(1))
+    with override_settings(OUTBOX={"KICK_ON_COMMIT": True}):
+        with pytest.raises(Boom), transaction.atomic():
+            record("order", 1, "order.created", {})
+            raise Boom
+        with transaction.atomic():
+            record("order", 2, "order.created", {})
+
+    assert kicks == [1]

@@ -1,0 +1,89 @@
+"""One test per system check id of the outbox."""
+
+import pytest
+from django.test.utils import override_settings
+
+from outbox import checks
+
+
+def ids(messages):
+    return [m.id for m in messages]
+
+
+def all_checks():
+    return [
+        *checks.check_settings(),
+        *checks.check_publisher(),
+        *checks.check_relays(),
+    ]
+
+
+def test_the_test_settings_pass():
+    assert all_checks() == []
+
+
+@override_settings(OUTBOX={"PUBLISHR": "x"})
+def test_e001_unknown_setting():
+    assert ids(checks.check_settings()) == ["outbox.E001"]
+
+
+@override_settings(OUTBOX={"RELAY": "kafka"})
+def test_e002_unknown_relay():
+    assert ids(checks.check_settings()) == ["outbox.E002"]
+
+
+@pytest.mark.parametrize("name", ["BATCH_SIZE", "MAX_ATTEMPTS"])
+def test_e003_counts_must_be_positive(name):
+    with override_settings(OUTBOX={name: 0}):
+        assert ids(checks.check_settings()) == ["outbox.E003"]
+
+
+@override_settings(OUTBOX={"LEASE": -1})
+def test_e004_durations_must_be_positive():
+    assert ids(checks.check_settings()) == ["outbox.E004"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"PUBLISHER": "outbox.publishers.Nope"},
+        {"PUBLISHER": "outbox.api.record"},
+        {"PUBLISHER_OPTIONS": {"colour": "red"}},
+    ],
+)
+def test_e005_unusable_publisher(options):
+    with override_settings(OUTBOX=options):
+        assert ids(checks.check_publisher()) == ["outbox.E005"]
+
+
+def test_w001_rabbitmq_without_publisher_confirms():
+    options = {"url": "amqp://guest:guest@127.0.0.1:5672//"}
+    publisher = "outbox.publishers.KombuPublisher"
+    with override_settings(
+        OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}
+    ):
+        assert ids(checks.check_publisher()) == []
+    options = {**options, "confirm_publish": False}
+    with override_settings(
+        OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}
+    ):
+        assert ids(checks.check_publisher()) == ["outbox.W001"]
+    redis = {"url": "redis://127.0.0.1:6379/11", "confirm_publish": False}
+    with override_settings(OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": redis}):
+        assert ids(checks.check_publisher()) == []  # Redis has no confirms
+
+
+def test_e006_debezium_and_the_celery_relay_on_one_table():
+    from project.celery import app
+
+    saved = app.conf.beat_schedule
+    try:
+        app.conf.beat_schedule = {"relay": {"task": "outbox.relay", "schedule": 10}}
+        with override_settings(OUTBOX={"RELAY": "debezium"}):
+            assert ids(checks.check_relays()) == ["outbox.E006"]
+        assert ids(checks.check_relays()) == []  # the Celery relay alone is fine
+        app.conf.beat_schedule = {}
+        with override_settings(OUTBOX={"RELAY": "debezium"}):
+            assert ids(checks.check_relays()) == []  # Debezium alone is fine
+    finally:
+        app.conf.beat_schedule = saved

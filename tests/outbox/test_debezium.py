@@ -1,0 +1,27 @@
+"""manage.py outbox_debezium_config prints a connector for our table."""
+
+import json
+from io import StringIO
+
+from django.core.management import call_command
+
+
+def test_the_command_prints_the_connector_and_event_router_config():
+    out = StringIO()
+    call_command("outbox_debezium_config", "--name", "shop-outbox", stdout=out)
+
+    config = json.loads(out.getvalue())
+    assert config["name"] == "shop-outbox"
+    c = config["config"]
+    assert c["table.include.list"] == "public.outbox_message"
+    assert c["tombstones.on.delete"] == "false"
+    assert int(c["heartbeat.interval.ms"]) > 0
+    assert c["transforms.outbox.type"] == "io.debezium.transforms.outbox.EventRouter"
+    assert c["transforms.outbox.table.field.event.id"] == "id"
+    assert c["transforms.outbox.table.field.event.key"] == "aggregateid"
+    assert c["transforms.outbox.route.by.field"] == "aggregatetype"
+    assert (
+        "type:header:type" in c["transforms.outbox.table.fields.additional.placement"]
+    )
+    # A placeholder Kafka Connect resolves; never the database password.
+    assert c["database.password"].startswith("${file:")

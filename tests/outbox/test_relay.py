@@ -1,0 +1,293 @@
+"""The relay: leased, fenced claims; backoff; dead letters; ordering."""
+
+import threading
+import time
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from django.db import connections, transaction
+from django.test.utils import override_settings
+from kombu import Connection, Exchange, Queue
+
+from outbox import relay, tasks
+from outbox.api import record
+from outbox.models import OutboxMessage
+from outbox.publishers import InMemoryPublisher
+from tests.conftest import run_concurrently
+
+from .conftest import DEAD_REDIS_URL, REDIS_URL
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_drain_publishes_every_due_message_once_and_marks_it(sent, make_messages):
+    messages = make_messages(25)
+
+    result = relay.drain(batch_size=10)
+
+    assert result.published == 25
+    assert result.batches == 3
+    assert sorted(m.id for m in sent) == sorted(str(m.id) for m in messages)
+    assert all(m.headers["once-message-id"] == m.id for m in sent)
+    assert OutboxMessage.objects.published().count() == 25
+    row = OutboxMessage.objects.first()
+    assert row.attempts == 1
+    assert row.locked_until is None
+    assert row.published_at is not None
+
+
+def test_a_claim_leases_its_messages_until_the_lease_lapses(clock, make_messages):
+    make_messages(3)
+
+    first = relay.claim(10)
+    assert [m.attempts for m in first] == [1, 1, 1]
+    assert relay.claim(10) == []  # leased: another relay leaves them alone
+
+    clock.advance(seconds=61)
+    again = relay.claim(10)
+    assert sorted(m.pk for m in again) == sorted(m.pk for m in first)
+    assert [m.attempts for m in again] == [2, 2, 2]
+
+
+def test_a_relay_whose_lease_lapsed_cannot_overwrite_the_newer_claim(
+    clock, make_messages
+):
+    make_messages(1)
+    [stale] = relay.claim(1)
+    clock.advance(seconds=61)
+    [fresh] = relay.claim(1)
+    # The newer claimant fails and backs off...
+    assert relay.mark_failed(fresh, "broker said no") == "pending"
+
+    # ...then the stale relay comes back and tries to report success.
+    assert relay.mark_published([stale]) == 0
+    assert relay.mark_failed(stale, "late") is None
+
+    row = OutboxMessage.objects.get()
+    assert row.state == "pending"
+    assert row.attempts == 2
+    assert row.last_error == "broker said no"
+
+
+def test_a_failed_publish_backs_off_with_a_growing_ceiling(
+    clock, monkeypatch, sent, make_messages
+):
+    monkeypatch.setattr(relay.random, "random", lambda: 1.0)  # the ceiling itself
+    make_messages(1)
+    InMemoryPublisher.failing = True
+    delays = []
+    for _ in range(4):
+        start = clock.now()
+        assert relay.drain().failed == 1
+        row = OutboxMessage.objects.get()
+        delays.append(row.available_at - start)
+        assert relay.drain().batches == 0  # not due again before the backoff
+        clock.advance(seconds=delays[-1].total_seconds() + 1)
+
+    assert [round(d.total_seconds()) for d in delays] == [2, 4, 8, 16]
+    assert row.attempts == 4
+    assert "failing is set" in row.last_error
+
+
+def test_full_jitter_draws_below_the_capped_ceiling(monkeypatch):
+    monkeypatch.setattr(relay.random, "random", lambda: 0.25)
+    assert relay.backoff(3) == timedelta(seconds=2)  # 0.25 x 8 s
+    assert relay.backoff_ceiling(1) == timedelta(seconds=2)
+    assert relay.backoff_ceiling(100) == timedelta(hours=1)
+
+
+@override_settings(
+    OUTBOX={"PUBLISHER": "outbox.publishers.InMemoryPublisher", "MAX_ATTEMPTS": 3}
+)
+def test_dead_after_max_attempts_and_a_requeue_brings_it_back(
+    clock, sent, make_messages
+):
+    make_messages(1)
+    InMemoryPublisher.failing = True
+    for _ in range(3):
+        relay.drain()
+        clock.advance(hours=2)
+    row = OutboxMessage.objects.get()
+    assert (row.state, row.attempts) == ("dead", 3)
+    assert relay.drain().batches == 0  # dead messages are not retried
+
+    InMemoryPublisher.failing = False
+    assert OutboxMessage.objects.requeue(clock.now()) == 1
+    assert relay.drain().published == 1
+    row.refresh_from_db()
+    assert (row.state, row.attempts) == ("published", 4)  # attempts stay fenced
+
+
+def test_a_message_whose_relays_keep_crashing_goes_dead(clock, sent, make_messages):
+    make_messages(1)
+    with override_settings(
+        OUTBOX={"PUBLISHER": "outbox.publishers.InMemoryPublisher", "MAX_ATTEMPTS": 2}
+    ):
+        for _ in range(2):
+            relay.claim(1)  # the relay dies holding it
+            clock.advance(seconds=61)
+        assert relay.drain().dead == 1
+    assert sent == []
+    assert OutboxMessage.objects.get().state == "dead"
+
+
+def test_unpublished_messages_never_expire(clock, sent, make_messages):
+    make_messages(2)
+    [dead] = relay.claim(1)
+    OutboxMessage.objects.filter(pk=dead.pk).update(state="dead")
+    clock.advance(days=365)
+
+    assert OutboxMessage.objects.purgeable(clock.now(), timedelta(days=7)).count() == 0
+    relay.drain()
+    clock.advance(days=8)
+    assert OutboxMessage.objects.purgeable(clock.now(), timedelta(days=7)).count() == 1
+
+
+def test_lag_counts_from_when_the_message_became_due(clock, sent, make_messages):
+    make_messages(1)
+    InMemoryPublisher.failing = True
+    relay.drain()  # backoff pushes available_at on
+    clock.advance(minutes=10)
+
+    age = OutboxMessage.objects.oldest_pending_age(clock.now())
+    assert age >= timedelta(minutes=10)
+
+
+@override_settings(OUTBOX={"RELAY": "debezium"})
+def test_the_celery_relay_stays_idle_in_debezium_mode(sent, make_messages):
+    make_messages(1)
+    assert relay.drain().batches == 0
+    assert sent == []
+
+
+def test_the_task_drains_through_the_same_function(sent, make_messages):
+    make_messages(3)
+    assert tasks.relay.name == "outbox.relay"
+    assert tasks.relay()["published"] == 3
+
+
+def test_broker_down_attempts_grow_nothing_lost_then_everything_flows(clock):
+    exchange = Exchange("outbox-test-down", type="topic")
+    queue = Queue("outbox-test-down", exchange, routing_key="order")
+    down = {"url": DEAD_REDIS_URL, "exchange": "outbox-test-down"}
+    up = {"url": REDIS_URL, "exchange": "outbox-test-down", "declare": (queue,)}
+    with Connection(REDIS_URL) as conn:
+        queue(conn.channel()).declare()
+        queue(conn.channel()).purge()
+    with transaction.atomic():
+        ids = {str(record("order", i, "order.created", {"i": i})) for i in range(5)}
+
+    with override_settings(OUTBOX={"PUBLISHER_OPTIONS": down, "MAX_ATTEMPTS": 5}):
+        for attempt in (1, 2, 3):
+            result = relay.drain()
+            assert (result.published, result.failed) == (0, 5)
+            rows = list(OutboxMessage.objects.all())
+            assert {r.attempts for r in rows} == {attempt}
+            assert all(r.state == "pending" for r in rows)
+            assert all("PublishError" in r.last_error for r in rows)
+            ceiling = relay.backoff_ceiling(attempt)
+            assert all(r.available_at <= clock.now() + ceiling for r in rows)
+            clock.advance(seconds=ceiling.total_seconds())
+
+    with override_settings(OUTBOX={"PUBLISHER_OPTIONS": up}):
+        assert relay.drain().published == 5
+    received = set()
+    with Connection(REDIS_URL) as conn:
+        simple = conn.SimpleQueue(queue)
+        while len(received) < 5:
+            message = simple.get(timeout=5)
+            received.add(message.properties["message_id"])
+            message.ack()
+        simple.close()
+    assert received == ids
+    assert OutboxMessage.objects.published().count() == 5
+
+
+@pytest.mark.postgresql
+def test_three_relays_drain_5000_messages_without_double_claims(make_messages):
+    make_messages(5000)
+    claims = Counter()
+    lock = threading.Lock()
+
+    class Recording(InMemoryPublisher):
+        def publish(self, message):
+            with lock:
+                claims[(message.pk, message.attempts)] += 1
+
+    def run(index):
+        time.sleep(0)
+        return relay.drain(batch_size=100, publisher=Recording())
+
+    results = run_concurrently(3, run, timeout=120)
+
+    assert sum(r.published for r in results) == 5000
+    assert all(r.published > 0 for r in results)  # they really ran side by side
+    assert len(claims) == 5000  # every message published ...
+    assert set(claims.values()) == {1}  # ... by exactly one live claimant
+    assert OutboxMessage.objects.published().count() == 5000
+
+
+@pytest.mark.postgresql
+@override_settings(
+    OUTBOX={"PUBLISHER": "outbox.publishers.InMemoryPublisher", "ORDERED": True}
+)
+def test_per_aggregate_order_holds_when_commits_come_out_of_order(sent):
+    second_done = threading.Event()
+
+    def second_writer():
+        try:
+            with transaction.atomic():
+                record("order", 42, "order.shipped", {"step": 2})
+            second_done.set()
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        record("order", 42, "order.created", {"step": 1})
+        # A later transaction on the same aggregate tries to commit first.
+        writer = threading.Thread(target=second_writer)
+        writer.start()
+        # It is held until this one commits; the relay sees nothing yet.
+        assert not second_done.wait(0.5)
+        publish_while_open = threading.Thread(target=_drain_in_thread)
+        publish_while_open.start()
+        publish_while_open.join(10)
+        assert sent == []
+    writer.join(10)
+    assert second_done.is_set()
+    relay.drain()
+    relay.drain()
+
+    assert [m.payload["step"] for m in sent] == [1, 2]
+
+
+def _drain_in_thread():
+    try:
+        relay.drain()
+    finally:
+        connections.close_all()
+
+
+@pytest.mark.postgresql
+@override_settings(
+    OUTBOX={"PUBLISHER": "outbox.publishers.InMemoryPublisher", "ORDERED": True}
+)
+def test_ordered_mode_holds_a_message_while_an_older_one_is_unpublished(clock, sent):
+    with transaction.atomic():
+        record("order", 1, "order.created", {"step": 1})
+    clock.advance(seconds=1)
+    with transaction.atomic():
+        record("order", 1, "order.paid", {"step": 2})
+        record("order", 2, "order.created", {"step": 1})
+    InMemoryPublisher.failing = True
+
+    assert relay.drain().failed == 2  # the heads of aggregates 1 and 2 fail
+    # While the head backs off, its successor is not even claimed.
+    assert OutboxMessage.objects.get(type="order.paid").attempts == 0
+    InMemoryPublisher.failing = False
+    clock.advance(hours=2)
+    relay.drain()
+
+    order_1 = [m.payload["step"] for m in sent if m.aggregate_id == "1"]
+    assert order_1 == [1, 2]
