@@ -12,10 +12,22 @@ class InboxConfig(AppConfig):
         from django.core.checks import register
         from django.core.signals import setting_changed
 
-        from . import checks
+        from idempotency import ops as console
+        from idempotency import retention
+        from idempotency.conf import as_timedelta
+
+        from . import checks, ops
         from .conf import inbox_settings
+        from .models import InboxMessage
 
         register(checks.check_settings)
+        retention.register(
+            "inbox",
+            lambda now: InboxMessage.objects.purgeable(
+                now, as_timedelta(inbox_settings.RETENTION)
+            ),
+        )
+        console.register_panel(ops.panel)
         setting_changed.connect(
             inbox_settings.on_setting_changed, dispatch_uid="inbox-conf"
         )

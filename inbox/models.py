@@ -31,6 +31,8 @@ class InboxMessage(models.Model):
         ]
         indexes = [
             models.Index(fields=["received_at"], name="inbox_received_idx"),
+            # The console's search: a message id across subscribers.
+            models.Index(fields=["message_id"], name="inbox_message_id_idx"),
             models.Index(
                 fields=["duplicates"],
                 condition=models.Q(duplicates__gt=0),

@@ -12,10 +12,23 @@ class OutboxConfig(AppConfig):
         from django.core.checks import register
         from django.core.signals import setting_changed
 
-        from . import checks
+        from idempotency import ops as console
+        from idempotency import retention
+        from idempotency.conf import as_timedelta
+
+        from . import checks, ops
         from .conf import outbox_settings
+        from .models import OutboxMessage
 
         register(checks.check_settings)
+        retention.register(
+            "outbox",
+            lambda now: OutboxMessage.objects.purgeable(
+                now, as_timedelta(outbox_settings.RETENTION)
+            ),
+        )
+        console.register_panel(ops.panel)
+        console.register_series(_("events published"), ops.published_per_hour)
         register(checks.check_publisher)
         register(checks.check_relays)
         setting_changed.connect(

@@ -68,6 +68,9 @@ class OutboxMessage(models.Model):
         db_table = "outbox_message"
         verbose_name = _("outbox message")
         verbose_name_plural = _("outbox messages")
+        permissions = [
+            ("requeue_outboxmessage", _("Can requeue dead or failing messages")),
+        ]
         indexes = [
             # The relay's claim: pending rows in due order.
             models.Index(

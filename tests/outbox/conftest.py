@@ -32,9 +32,7 @@ def make_messages():
                 aggregateid=str(aggregate_id if aggregate_id is not None else i),
                 type="order.created",
                 payload={"n": i},
-                created_at=now,
-                available_at=now,
-                **extra,
+                **{"created_at": now, "available_at": now, **extra},
             )
             message.headers = {MESSAGE_ID_HEADER: str(message.id)}
             rows.append(message)

@@ -1,0 +1,41 @@
+"""Inbox messages in the operations console."""
+
+from django.contrib import admin
+from django.utils.translation import gettext_lazy as _
+
+from idempotency.admin_base import AgeFilter, InputFilter, ReadOnlyAdmin
+
+from .models import InboxMessage
+
+
+class SubscriberFilter(InputFilter):
+    title = _("subscriber")
+    parameter_name = "subscriber"
+    field = "subscriber"
+
+
+class DuplicatesFilter(admin.SimpleListFilter):
+    title = _("duplicates")
+    parameter_name = "duplicates"
+
+    def lookups(self, request, model_admin):
+        return (("yes", _("redelivered at least once")),)
+
+    def queryset(self, request, queryset):
+        return queryset.with_duplicates() if self.value() == "yes" else queryset
+
+
+class ReceivedAgeFilter(AgeFilter):
+    field = "received_at"
+
+
+@admin.register(InboxMessage)
+class InboxMessageAdmin(ReadOnlyAdmin):
+    list_display = ["message_id", "subscriber", "duplicates", "received_at"]
+    list_filter = [DuplicatesFilter, SubscriberFilter, ReceivedAgeFilter]
+    search_fields = ["message_id__exact"]
+    search_help_text = _("Exact message id (the outbox id for our own events).")
+    date_hierarchy = "received_at"
+    ordering = ["-received_at"]
+    fields = ["subscriber", "message_id", "received_at", "duplicates"]
+    readonly_fields = fields

@@ -1,0 +1,55 @@
+"""The outbox panel of the operations dashboard."""
+
+from django.utils.translation import gettext as _
+
+from idempotency.ops import Figure, Panel, capped_count, changelist_url, hourly_counts
+
+from .models import OutboxMessage
+
+
+def panel(now) -> Panel:
+    messages = OutboxMessage.objects
+    lag = messages.oldest_pending_age(now)
+    dead = capped_count(messages.dead())
+    return Panel(
+        _("Outbox"),
+        [
+            Figure(
+                _("backlog (pending)"),
+                capped_count(messages.pending()),
+                changelist_url(OutboxMessage, state__exact="pending"),
+            ),
+            Figure(
+                _("oldest pending age"),
+                _age(lag),
+                changelist_url(OutboxMessage, state__exact="pending", o="5"),
+                alert=lag is not None and lag.total_seconds() > 300,
+            ),
+            Figure(
+                _("failing, backing off"),
+                capped_count(messages.pending().exclude(last_error="")),
+                changelist_url(OutboxMessage, delivery="retrying"),
+            ),
+            Figure(
+                _("dead"),
+                dead,
+                changelist_url(OutboxMessage, state__exact="dead"),
+                alert=dead != 0,
+            ),
+        ],
+    )
+
+
+def _age(delta):
+    if delta is None:
+        return "—"
+    seconds = int(delta.total_seconds())
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h"
+
+
+def published_per_hour(since):
+    return hourly_counts(OutboxMessage.objects.published(), "published_at", since)

@@ -1,0 +1,58 @@
+"""Inbox messages in the console and their retention."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.utils import timezone
+
+from idempotency import retention
+from inbox.models import InboxMessage
+
+pytestmark = pytest.mark.django_db
+
+
+def message(message_id, *, duplicates=0, age=timedelta(0), subscriber="shop"):
+    return InboxMessage.objects.create(
+        subscriber=subscriber,
+        message_id=message_id,
+        duplicates=duplicates,
+        received_at=timezone.now() - age,
+    )
+
+
+def test_list_filters_and_search_render(client, make_user):
+    user = make_user("operator", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_inboxmessage"))
+    message("m1", duplicates=2)
+    message("m2")
+    client.force_login(user)
+
+    url = "/admin/inbox/inboxmessage/"
+    assert client.get(url + "?duplicates=yes").context["cl"].result_count == 1
+    assert client.get(url + "?q=m2&subscriber=shop&age=1h").status_code == 200
+    assert client.get(url + "add/").status_code == 403
+
+
+def test_dashboard_counts_duplicates_dropped(client, make_user):
+    root = make_user("root", is_staff=True, is_superuser=True)
+    message("m1", duplicates=2)
+    message("m2", duplicates=1)
+    message("m3")
+    client.force_login(root)
+
+    figures = {
+        f.label: f
+        for p in client.get("/admin/ops/").context["panels"]
+        for f in p.figures
+    }
+    assert figures["duplicates dropped"].value == 3
+    assert figures["messages redelivered"].value == 2
+
+
+def test_purge_deletes_rows_past_the_inbox_retention_only():
+    message("old", age=timedelta(days=31))
+    message("recent", age=timedelta(days=29))
+
+    assert retention.purge(only=["inbox"]) == {"inbox": 1}
+    assert list(InboxMessage.objects.values_list("message_id", flat=True)) == ["recent"]
