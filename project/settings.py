@@ -125,6 +125,10 @@ CELERY_BEAT_SCHEDULE = {
     # The safety net: record() kicks the relay on commit; this drains whatever
     # a lost kick (broker down at that moment) left behind.
     "outbox-relay": {"task": "outbox.relay", "schedule": 30.0},
+    # Receipts whose enqueue was lost (broker down at intake) get processed.
+    "webhooks-enqueue-waiting": {"task": "webhooks.enqueue_waiting", "schedule": 300.0},
+    # Retention: expired keys, old published messages, inbox rows, receipts.
+    "purge": {"task": "idempotency.purge", "schedule": 24 * 60 * 60.0},
 }
 
 # The relay hands each order event to the shop's inbox consumer task, through

@@ -18,6 +18,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         call_command("migrate", interactive=False, verbosity=0)
         call_command("seed_demo")
+        call_command("seed_console")
         var = settings.BASE_DIR / "var"
         # The filesystem broker needs its folder; beat keeps its schedule here.
         (var / "broker").mkdir(parents=True, exist_ok=True)
