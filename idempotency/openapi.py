@@ -40,8 +40,7 @@ PROBLEM_SCHEMA = {
 }
 
 
-def idempotency_policy(view, method: str) -> Policy | None:
-    """Return the policy guarding ``method`` on ``view``, or None if unguarded."""
+def _policy_for(view, method: str) -> Policy | None:
     if isinstance(view, IdempotencyMixin):
         # The same decision IdempotencyMixin.initial() takes at request time.
         action = getattr(view, "action", None) or method.lower()
@@ -83,9 +82,9 @@ class IdempotentSchemaMixin:
         )
         if operation is None:
             return None
-        policy = idempotency_policy(self.view, method)
+        policy = _policy_for(self.view, method)
         if policy is not None:
-            document(operation, policy, registry)
+            _document(operation, policy, registry)
         return operation
 
     def get_description(self):
@@ -97,8 +96,7 @@ class IdempotentSchemaMixin:
         return description
 
 
-def document(operation: dict, policy: Policy, registry) -> None:
-    """Amend one OpenAPI operation object with the idempotency contract."""
+def _document(operation: dict, policy: Policy, registry) -> None:
     header = idempotency_settings.HEADER
     parameters = operation.setdefault("parameters", [])
     if not any(
@@ -221,7 +219,7 @@ class IdempotencyViewExtension(OpenApiViewExtension):
     """Give every DRF view a schema that documents its idempotent operations.
 
     A view-specific ``OpenApiViewExtension`` takes precedence over this one
-    (lower priority), and its view is then documented without the contract.
+    (lower priority); its schema class can mix in ``IdempotentSchemaMixin``.
     """
 
     target_class = "rest_framework.views.APIView"

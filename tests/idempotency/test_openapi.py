@@ -7,10 +7,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from django.test import override_settings
 from django.urls import path
+from drf_spectacular.extensions import OpenApiViewExtension
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from drf_spectacular.validation import validate_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action, api_view
@@ -21,7 +23,7 @@ from rest_framework.views import APIView
 from idempotency import keys
 from idempotency.decorators import idempotent
 from idempotency.exceptions import KeyMalformed
-from idempotency.openapi import KEY_PATTERN, PROBLEM_COMPONENT
+from idempotency.openapi import KEY_PATTERN, PROBLEM_COMPONENT, IdempotentSchemaMixin
 from tests.testapp.models import Widget
 from tests.testapp.views import WidgetSerializer, WidgetViewSet
 
@@ -169,6 +171,12 @@ class CustomSchemaWidgetViewSet(WidgetViewSet):
         return Response(WidgetSerializer(self.get_object()).data)
 
 
+@extend_schema_view(create=extend_schema(summary="Create a widget"))
+@extend_schema(tags=["annotated-view"])
+class AnnotatedWidgetViewSet(WidgetViewSet):
+    idempotency_operation = "widget.create.annotated"
+
+
 class NameSerializer(serializers.Serializer):
     name = serializers.CharField()
 
@@ -193,10 +201,31 @@ def annotated_function(request):
     return Response(WidgetSerializer(widget).data, status=status.HTTP_201_CREATED)
 
 
+class ExtendedWidgetViewSet(WidgetViewSet):
+    idempotency_operation = "widget.create.extended"
+
+
+class ExtendedWidgetSchema(IdempotentSchemaMixin, AutoSchema):
+    def get_summary(self):
+        return "From the user's extension"
+
+
+class ExtendedWidgetExtension(OpenApiViewExtension):
+    # A project's own extension for one view wins over ours.
+    target_class = ExtendedWidgetViewSet
+
+    def view_replacement(self):
+        return type(
+            "ExtendedWidgetViewSet", (self.target,), {"schema": ExtendedWidgetSchema()}
+        )
+
+
 @pytest.fixture(scope="module")
 def custom_schema():
     router = SimpleRouter()
     router.register("custom", CustomSchemaWidgetViewSet, basename="custom")
+    router.register("annotated-set", AnnotatedWidgetViewSet, basename="annotated")
+    router.register("extended", ExtendedWidgetViewSet, basename="extended")
     return generate(
         patterns=[
             *router.urls,
@@ -221,6 +250,30 @@ def test_extend_schema_on_a_guarded_action_keeps_both(custom_schema):
     assert rename["tags"] == ["custom-tag"]  # the view's schema class still applies
     assert "200" in rename["responses"]
     assert_documents_contract(rename)
+
+
+def test_extend_schema_on_a_viewset_keeps_both(custom_schema):
+    create = custom_schema["paths"]["/annotated-set/"]["post"]
+    assert create["summary"] == "Create a widget"
+    assert create["tags"] == ["annotated-view"]
+    assert_documents_contract(create)
+    assert_undocumented(custom_schema["paths"]["/annotated-set/"]["get"])
+
+
+def test_a_view_extension_of_the_project_can_mix_the_contract_in(custom_schema):
+    create = custom_schema["paths"]["/extended/"]["post"]
+    assert create["summary"] == "From the user's extension"
+    assert_documents_contract(create)
+
+
+def test_the_header_setting_names_the_header():
+    with override_settings(IDEMPOTENCY={"HEADER": "X-Request-Key"}):
+        schema = generate(urlconf="tests.testapp.urls")
+    post = schema["paths"]["/t/widgets/"]["post"]
+    assert key_header(post) is None
+    names = [p["name"] for p in post["parameters"] if p["in"] == "header"]
+    assert names == ["X-Request-Key"]
+    assert "X-Request-Key" in post["responses"]["422"]["description"]
 
 
 def test_extend_schema_on_a_decorated_method_keeps_both(custom_schema):
