@@ -1,4 +1,4 @@
-from django.apps import AppConfig
+from django.apps import AppConfig, apps
 from django.utils.translation import gettext_lazy as _
 
 
@@ -28,3 +28,6 @@ class IdempotencyConfig(AppConfig):
         setting_changed.connect(
             idempotency_settings.on_setting_changed, dispatch_uid="idempotency-conf"
         )
+        if apps.is_installed("drf_spectacular"):
+            # drf-spectacular finds extensions by import; it is optional.
+            from . import openapi  # noqa: F401

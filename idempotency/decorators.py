@@ -59,6 +59,8 @@ def idempotent(
                 produce = rendering.drf_producer(view, handler, request, rest, kwargs)
             return claims.execute(request, policy, produce)
 
+        # Read by idempotency.openapi to document the guarded operation.
+        wrapper.idempotency_policy = policy
         return wrapper
 
     return decorator

@@ -1,10 +1,14 @@
 """The request fingerprint: same intent, same hash."""
 
 import hashlib
+import io
 import json
 from urllib.parse import parse_qsl, urlencode
 
+from django.conf import settings
+from django.http.multipartparser import MultiPartParser, MultiPartParserError
 from django.http.request import RawPostDataException
+from django.utils.module_loading import import_string
 
 
 def compute(request, operation: str, exclude_fields=()) -> str:
@@ -13,7 +17,8 @@ def compute(request, operation: str, exclude_fields=()) -> str:
     Covers the method, operation, path, sorted query string, media type and
     body. JSON bodies are canonicalised (sorted keys, no whitespace) after
     dropping ``exclude_fields`` (top-level or dotted paths), so key order and
-    formatting never change the hash; other bodies count as raw bytes.
+    formatting never change the hash; multipart bodies count as their fields
+    and files, whatever the boundary; other bodies count as raw bytes.
     """
     django_request = getattr(request, "_request", request)
     media_type = (django_request.content_type or "").lower()
@@ -48,7 +53,10 @@ def _canonical_body(request, media_type: str, exclude_fields) -> bytes:
         body = request.body
     except RawPostDataException:
         # A multipart body was streamed into request.POST/FILES already.
-        return _canonical_form(request)
+        return _canonical_form(request.POST, request.FILES)
+    if media_type == "multipart/form-data":
+        # Clients pick a new boundary for every send, retries included.
+        return _canonical_multipart(request, body)
     if media_type == "application/json" or media_type.endswith("+json"):
         try:
             document = json.loads(body)
@@ -72,11 +80,24 @@ def _drop(document, path) -> None:
         del document[head]
 
 
-def _canonical_form(request) -> bytes:
-    fields = sorted(request.POST.lists())
+def _canonical_multipart(request, body: bytes) -> bytes:
+    # A parser of our own: request.POST is empty unless the method is POST,
+    # and the request's upload handlers stay untouched for the view.
+    handlers = [import_string(path)(request) for path in settings.FILE_UPLOAD_HANDLERS]
+    try:
+        fields, files = MultiPartParser(
+            request.META, io.BytesIO(body), handlers, request.encoding
+        ).parse()
+    except MultiPartParserError:
+        return body  # the view's parser will refuse it
+    return _canonical_form(fields, files)
+
+
+def _canonical_form(fields, files) -> bytes:
+    fields = sorted(fields.lists())
     files = sorted(
         (name, upload.name, _file_digest(upload))
-        for name, uploads in request.FILES.lists()
+        for name, uploads in files.lists()
         for upload in uploads
     )
     return json.dumps([fields, files], separators=(",", ":")).encode()

@@ -21,6 +21,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
     "idempotency",
     "outbox",
     "inbox",
@@ -79,6 +80,15 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "django-once demo shop",
+    "DESCRIPTION": "Orders created with Idempotency-Key headers.",
+    "VERSION": "1.0.0",
+    # The schema endpoint is not part of the API it describes.
+    "SERVE_INCLUDE_SCHEMA": False,
 }
 
 IDEMPOTENCY = {

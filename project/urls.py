@@ -1,9 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
 
 urlpatterns = [
     path("admin/ops/", include("idempotency.urls")),
     path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/", include("project.shop.urls")),
     path("webhooks/", include("webhooks.urls")),
 ]

@@ -16,11 +16,12 @@ class OrderViewSet(
     mixins.RetrieveModelMixin,
     viewsets.GenericViewSet,
 ):
+    queryset = Order.objects.all()
     serializer_class = OrderSerializer
     idempotency_operation = "shop.order.create"
 
     def get_queryset(self):
-        return Order.objects.filter(owner=self.request.user)
+        return super().get_queryset().filter(owner=self.request.user)
 
     def perform_create(self, serializer):
         claim = self.request.idempotency

@@ -92,3 +92,22 @@ def test_multipart_bodies_already_read_hash_their_fields_and_files():
 
     assert multipart(b"one") == multipart(b"one")
     assert multipart(b"one") != multipart(b"two")
+
+
+@pytest.mark.parametrize("method", ["post", "put"])
+def test_multipart_boundary_does_not_change_the_hash(method):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test.client import encode_multipart
+
+    def multipart(boundary, name="x", content=b"one"):
+        upload = SimpleUploadedFile("a.txt", content)
+        body = encode_multipart(boundary, {"name": name, "file": upload})
+        return fingerprint(
+            body,
+            method=method,
+            content_type=f"multipart/form-data; boundary={boundary}",
+        )
+
+    assert multipart("retry-1") == multipart("retry-2")
+    assert multipart("retry-1") != multipart("retry-2", name="y")
+    assert multipart("retry-1") != multipart("retry-2", content=b"two")
