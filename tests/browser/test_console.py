@@ -23,6 +23,7 @@ CHROMIUM_ARGS = [
 ]
 
 pytestmark = [
+    pytest.mark.postgresql,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not os.path.exists(CHROMIUM),
