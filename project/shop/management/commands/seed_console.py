@@ -29,7 +29,60 @@ class Command(BaseCommand):
         self._outbox(now)
         self._inbox(now)
         self._webhooks(now)
+        self._activity(now)
         self.stdout.write("Seeded the console: keys, messages and receipts.")
+
+    def _activity(self, now):
+        """A day of traffic so the dashboard's chart has a shape."""
+        keys, events, receipts = [], [], []
+        for hour in range(1, 24):
+            at = now - timedelta(hours=hour, minutes=7)
+            for n in range(3 + (hour * 7) % 11):
+                keys.append(
+                    IdempotencyRecord(
+                        scope="user:demo",
+                        operation=OPERATION,
+                        key=f"seed-{hour}-{n}",
+                        request_hash="0" * 64,
+                        state="completed",
+                        status_code=201,
+                        response_body=b"{}",
+                        created_at=at,
+                        completed_at=at,
+                        expires_at=at + timedelta(days=1),
+                        response_headers={"Content-Type": "application/json"},
+                    )
+                )
+                if n % 2 == 0:
+                    events.append(
+                        OutboxMessage(
+                            aggregatetype="demo",
+                            aggregateid="seed",
+                            type=OPERATION,
+                            payload={},
+                            state="published",
+                            created_at=at,
+                            available_at=at,
+                            published_at=at,
+                            attempts=1,
+                        )
+                    )
+                if n % 3 == 0:
+                    receipts.append(
+                        WebhookReceipt(
+                            source="stripe",
+                            delivery_id=f"evt_seed_{hour}_{n}",
+                            event_type="payment_intent.succeeded",
+                            body=b"{}",
+                            state="processed",
+                            attempts=1,
+                            received_at=at,
+                            processed_at=at,
+                        )
+                    )
+        IdempotencyRecord.objects.bulk_create(keys)
+        OutboxMessage.objects.bulk_create(events)
+        WebhookReceipt.objects.bulk_create(receipts)
 
     def _keys(self, now):
         day = timedelta(days=1)
