@@ -6,7 +6,13 @@ import sys
 from pathlib import Path
 
 # Each module exposes run() -> str: a Markdown section with its figures.
-MODULES = ["bench.idempotency", "bench.outbox", "bench.webhooks", "bench.retention"]
+MODULES = [
+    "bench.idempotency",
+    "bench.outbox",
+    "bench.webhooks",
+    "bench.retention",
+    "bench.dashboard",
+]
 
 HEADER = """# Benchmarks
 

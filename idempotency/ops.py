@@ -76,7 +76,8 @@ def hourly_counts(queryset, field_name: str, since: datetime) -> dict:
         queryset.filter(**{f"{field_name}__gte": since})
         .annotate(hour=TruncHour(field_name))
         .values("hour")
-        .annotate(count=Count("pk"))
+        # COUNT(*), not COUNT(pk): the time index alone answers it.
+        .annotate(count=Count("*"))
         .order_by()
     )
     return {row["hour"]: row["count"] for row in rows}

@@ -69,6 +69,14 @@ class WebhookReceipt(models.Model):
             models.Index(
                 fields=["source", "received_at"], name="webhooks_source_received_idx"
             ),
+            # The dashboard's capped counts per source and state, index-only.
+            models.Index(fields=["source", "state"], name="webhooks_source_state_idx"),
+            # Retention: finished receipts by age, the only ones ever purged.
+            models.Index(
+                fields=["processed_at"],
+                condition=models.Q(state__in=["processed", "skipped"]),
+                name="webhooks_done_idx",
+            ),
         ]
 
     def __str__(self):

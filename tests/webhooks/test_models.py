@@ -35,4 +35,6 @@ def test_the_console_lists_have_named_indexes():
         "webhooks_received_idx",
         "webhooks_state_received_idx",
         "webhooks_source_received_idx",
+        "webhooks_source_state_idx",
+        "webhooks_done_idx",
     }
