@@ -25,14 +25,14 @@ class InboxMessage(models.Model):
         verbose_name = _("inbox message")
         verbose_name_plural = _("inbox messages")
         constraints = [
+            # message_id first: the same index serves the console's search by
+            # message id; uniqueness (and ON CONFLICT) ignore column order.
             models.UniqueConstraint(
-                fields=["subscriber", "message_id"], name="inbox_unique_message"
+                fields=["message_id", "subscriber"], name="inbox_unique_message"
             ),
         ]
         indexes = [
             models.Index(fields=["received_at"], name="inbox_received_idx"),
-            # The console's search: a message id across subscribers.
-            models.Index(fields=["message_id"], name="inbox_message_id_idx"),
             models.Index(
                 fields=["duplicates"],
                 condition=models.Q(duplicates__gt=0),

@@ -57,7 +57,7 @@ class Migration(migrations.Migration):
                 ],
                 "constraints": [
                     models.UniqueConstraint(
-                        fields=("subscriber", "message_id"), name="inbox_unique_message"
+                        fields=("message_id", "subscriber"), name="inbox_unique_message"
                     )
                 ],
             },
