@@ -1,8 +1,7 @@
 """The idempotency records in the operations console."""
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.shortcuts import redirect
-from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -44,6 +43,7 @@ class StuckFilter(admin.SimpleListFilter):
 
 @admin.register(IdempotencyRecord)
 class IdempotencyRecordAdmin(ReadOnlyAdmin):
+    state_colours = STATE_COLOURS
     list_display = [
         "key",
         "state_badge",
@@ -79,14 +79,6 @@ class IdempotencyRecordAdmin(ReadOnlyAdmin):
     ]
     readonly_fields = fields
 
-    @admin.display(description=_("state"), ordering="state")
-    def state_badge(self, obj):
-        return format_html(
-            '<b style="color:{}">{}</b>',
-            STATE_COLOURS.get(obj.state, "inherit"),
-            obj.get_state_display(),
-        )
-
     @admin.display(description=_("response headers"))
     def pretty_headers(self, obj):
         return pretty_json(obj.response_headers)
@@ -112,26 +104,20 @@ class IdempotencyRecordAdmin(ReadOnlyAdmin):
         )
         log_action(request, stuck, "Released stuck key (lease expired).")
         skipped = queryset.count() - released
-        self.message_user(
+        self.report(
             request,
+            released,
+            skipped,
             ngettext(
                 "Released %(count)d stuck key.",
                 "Released %(count)d stuck keys.",
                 released,
-            )
-            % {"count": released}
-            + (
-                " "
-                + ngettext(
-                    "%(count)d was not stuck and was left alone.",
-                    "%(count)d were not stuck and were left alone.",
-                    skipped,
-                )
-                % {"count": skipped}
-                if skipped
-                else ""
             ),
-            messages.SUCCESS if released else messages.INFO,
+            ngettext(
+                "%(count)d was not stuck and was left alone.",
+                "%(count)d were not stuck and were left alone.",
+                skipped,
+            ),
         )
 
 

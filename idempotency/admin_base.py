@@ -3,7 +3,7 @@ free-text filters and action logging. The other apps import it."""
 
 import json
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.utils.html import format_html
@@ -15,6 +15,27 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     list_per_page = 50
     show_full_result_count = False  # a COUNT(*) over a million rows per page view
+    # State value -> colour of its badge in the list.
+    state_colours = {}
+
+    @admin.display(description=_("state"), ordering="state")
+    def state_badge(self, obj):
+        return format_html(
+            '<b style="color:{}">{}</b>',
+            self.state_colours.get(obj.state, "inherit"),
+            obj.get_state_display(),
+        )
+
+    def report(self, request, done: int, skipped: int, done_text, skipped_text):
+        """Tell the operator what an action did and what it left alone.
+
+        ``done_text`` and ``skipped_text`` are ``ngettext`` results with a
+        ``%(count)d`` placeholder.
+        """
+        text = done_text % {"count": done}
+        if skipped:
+            text += " " + skipped_text % {"count": skipped}
+        self.message_user(request, text, messages.SUCCESS if done else messages.INFO)
 
     def has_add_permission(self, request):
         return False

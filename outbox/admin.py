@@ -1,8 +1,7 @@
 """Outbox messages in the operations console."""
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import Q
-from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -37,6 +36,7 @@ def _retrying():
 
 @admin.register(OutboxMessage)
 class OutboxMessageAdmin(ReadOnlyAdmin):
+    state_colours = STATE_COLOURS
     list_display = [
         "id",
         "type",
@@ -82,14 +82,6 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
                 return queryset.filter(aggregateid=search_term), False
         return super().get_search_results(request, queryset, search_term)
 
-    @admin.display(description=_("state"), ordering="state")
-    def state_badge(self, obj):
-        return format_html(
-            '<b style="color:{}">{}</b>',
-            STATE_COLOURS.get(obj.state, "inherit"),
-            obj.get_state_display(),
-        )
-
     @admin.display(description=_("headers"))
     def pretty_headers(self, obj):
         return pretty_json(obj.headers)
@@ -124,13 +116,16 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
         log_action(request, chosen, "Requeued outbox message (same message id).")
         done = revived + hurried
         skipped = queryset.count() - done
-        text = ngettext(
-            "Requeued %(count)d message.", "Requeued %(count)d messages.", done
-        ) % {"count": done}
-        if skipped:
-            text += " " + ngettext(
+        self.report(
+            request,
+            done,
+            skipped,
+            ngettext(
+                "Requeued %(count)d message.", "Requeued %(count)d messages.", done
+            ),
+            ngettext(
                 "%(count)d was published or already queued and was left alone.",
                 "%(count)d were published or already queued and were left alone.",
                 skipped,
-            ) % {"count": skipped}
-        self.message_user(request, text, messages.SUCCESS if done else messages.INFO)
+            ),
+        )

@@ -1,6 +1,6 @@
 """Webhook receipts and rejection counts in the operations console."""
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.admin import helpers
 from django.db import transaction
 from django.template.response import TemplateResponse
@@ -43,6 +43,7 @@ def _enqueue_on_commit(pks):
 
 @admin.register(WebhookReceipt)
 class WebhookReceiptAdmin(ReadOnlyAdmin):
+    state_colours = STATE_COLOURS
     list_display = [
         "delivery_id",
         "source",
@@ -73,14 +74,6 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
         "pretty_payload",
     ]
     readonly_fields = fields
-
-    @admin.display(description=_("state"), ordering="state")
-    def state_badge(self, obj):
-        return format_html(
-            '<b style="color:{}">{}</b>',
-            STATE_COLOURS.get(obj.state, "inherit"),
-            obj.get_state_display(),
-        )
 
     @admin.display(description=_("last error"))
     def last_error_text(self, obj):
@@ -114,7 +107,7 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
         _enqueue_on_commit(r.pk for r in chosen)
         log_action(request, chosen, "Replayed webhook receipt (enqueued again).")
         skipped = queryset.exclude(state__in=REPLAYABLE).count()
-        self._report(
+        self.report(
             request,
             len(chosen),
             skipped,
@@ -162,7 +155,7 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
         _enqueue_on_commit(r.pk for r in chosen)
         log_action(request, chosen, "Forced reprocessing of webhook receipt.")
         skipped = queryset.count() - reopened
-        self._report(
+        self.report(
             request,
             reopened,
             skipped,
@@ -178,12 +171,6 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
             ),
         )
         return None
-
-    def _report(self, request, done, skipped, done_message, skipped_message):
-        text = done_message % {"count": done}
-        if skipped:
-            text += " " + skipped_message % {"count": skipped}
-        self.message_user(request, text, messages.SUCCESS if done else messages.INFO)
 
 
 @admin.register(WebhookRejection)
