@@ -3,8 +3,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Django 6.x needs Python 3.12+: the first one found on PATH or under pyenv.
+PYTHON6 ?= $(shell for p in python3.13 python3.12 $$(ls -d $$HOME/.pyenv/versions/3.1[23]*/bin/python3.1[23] 2>/dev/null); do $$p -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1 && { echo $$p; break; }; done)
+VENV6 ?= .venv-django6
 
-.PHONY: install demo test test-sqlite lint format bench
+.PHONY: install demo test test-django6 lint format bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,9 +20,22 @@ install: $(STAMP)
 demo: install
 	$(BIN)/python manage.py rundemo
 
+# Django 5.2 LTS on PostgreSQL, the portable subset on SQLite, then Django 6.x.
 test: install
 	$(BIN)/python -m pytest
 	$(BIN)/python -m pytest --ds=tests.settings_sqlite -m "not postgresql" -q
+	@if [ -n "$(PYTHON6)" ]; then $(MAKE) --no-print-directory test-django6; \
+	else echo "No Python 3.12+ found: the Django 6.x run is skipped."; fi
+
+$(VENV6)/.installed: pyproject.toml
+	$(PYTHON6) -m venv $(VENV6)
+	$(VENV6)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV6)/bin/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+test-django6: $(VENV6)/.installed
+	$(VENV6)/bin/python -c "import django; print('Django', django.__version__)"
+	TEST_DATABASE_NAME=test_once_django6 $(VENV6)/bin/python -m pytest -q -p no:cacheprovider
 
 lint: install
 	$(BIN)/ruff check .
