@@ -25,6 +25,12 @@ class ScopeFilter(InputFilter):
     field = "scope"
 
 
+class OperationFilter(InputFilter):
+    title = _("operation")
+    parameter_name = "operation"
+    field = "operation"
+
+
 class StuckFilter(admin.SimpleListFilter):
     title = _("lease")
     parameter_name = "lease"
@@ -54,9 +60,9 @@ class IdempotencyRecordAdmin(ReadOnlyAdmin):
         "created_at",
         "expires_at",
     ]
-    list_filter = ["state", StuckFilter, "operation", ScopeFilter, AgeFilter]
-    search_fields = ["key__exact", "scope__exact", "resource_id__exact"]
-    search_help_text = _("Exact key, scope or resource id.")
+    list_filter = ["state", StuckFilter, OperationFilter, ScopeFilter, AgeFilter]
+    search_fields = ["key__exact", "scope__exact"]
+    search_help_text = _("Exact key or scope.")
     date_hierarchy = "created_at"
     ordering = ["-created_at"]
     actions = ["release_stuck_keys"]

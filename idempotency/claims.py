@@ -187,14 +187,6 @@ def _run_atomic(claim, produce):
 
 def _run_lease(claim, produce):
     records = _records()
-    if transaction.get_connection(records.db).in_atomic_block:
-        # Inside an outer transaction (ATOMIC_REQUESTS) the claim could not
-        # commit first, and duplicates would not see the lease.
-        raise IdempotencyConfigurationError(
-            f"Lease mode for {claim.operation!r} runs inside a transaction; "
-            "decorate the view with @transaction.non_atomic_requests or use "
-            "atomic mode."
-        )
     lease = as_timedelta(idempotency_settings.LEASE)
     deadline = time.monotonic() + _wait().total_seconds()
     while True:

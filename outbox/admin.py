@@ -6,12 +6,30 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from idempotency import clock
-from idempotency.admin_base import AgeFilter, ReadOnlyAdmin, log_action, pretty_json
+from idempotency.admin_base import (
+    AgeFilter,
+    InputFilter,
+    ReadOnlyAdmin,
+    log_action,
+    pretty_json,
+)
 
 from .models import OutboxMessage
 
 State = OutboxMessage.State
 STATE_COLOURS = {"pending": "#b7791f", "published": "#2f855a", "dead": "#c53030"}
+
+
+class AggregateTypeFilter(InputFilter):
+    title = _("aggregate type")
+    parameter_name = "aggregatetype"
+    field = "aggregatetype"
+
+
+class EventTypeFilter(InputFilter):
+    title = _("event type")
+    parameter_name = "type"
+    field = "type"
 
 
 class RetryingFilter(admin.SimpleListFilter):
@@ -48,7 +66,13 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
         "available_at",
         "published_at",
     ]
-    list_filter = ["state", RetryingFilter, "aggregatetype", "type", AgeFilter]
+    list_filter = [
+        "state",
+        RetryingFilter,
+        AggregateTypeFilter,
+        EventTypeFilter,
+        AgeFilter,
+    ]
     search_fields = ["id__exact", "aggregateid__exact"]
     search_help_text = _("Exact message id or aggregate id.")
     date_hierarchy = "created_at"

@@ -55,8 +55,10 @@ class WebhookReceipt(models.Model):
             ("reprocess_webhookreceipt", _("Can force reprocessing of receipts")),
         ]
         constraints = [
+            # delivery_id first: the same index serves the console's search by
+            # delivery id; uniqueness (and ON CONFLICT) ignore column order.
             models.UniqueConstraint(
-                fields=["source", "delivery_id"], name="webhooks_unique_delivery"
+                fields=["delivery_id", "source"], name="webhooks_unique_delivery"
             ),
         ]
         # The console filters by state or source and lists newest first; each

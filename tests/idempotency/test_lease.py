@@ -145,14 +145,3 @@ def test_lease_mode_duplicate_waits_for_the_first_and_replays(user, monkeypatch)
     assert second.status_code == 201
     assert second["Idempotent-Replayed"] == "true"
     assert provider.calls == 1
-
-
-def test_lease_mode_refuses_to_run_inside_an_outer_transaction(api):
-    from django.db import transaction
-
-    from idempotency.exceptions import IdempotencyConfigurationError
-
-    with pytest.raises(IdempotencyConfigurationError, match="non_atomic_requests"):
-        with transaction.atomic():
-            api.post("/t/charge/", {}, key="k")
-    assert provider.calls == 0

@@ -114,7 +114,7 @@ class Migration(migrations.Migration):
                 ],
                 "constraints": [
                     models.UniqueConstraint(
-                        fields=("source", "delivery_id"),
+                        fields=("delivery_id", "source"),
                         name="webhooks_unique_delivery",
                     )
                 ],

@@ -1,0 +1,69 @@
+"""Template tags of the operations console."""
+
+import datetime
+
+from django import template
+from django.contrib.admin.templatetags.admin_list import date_hierarchy
+from django.db.models import Max, Min
+from django.utils import timezone
+
+register = template.Library()
+
+
+@register.inclusion_tag("admin/date_hierarchy.html")
+def once_date_hierarchy(cl):
+    """Django's date hierarchy, listing periods from two index lookups.
+
+    The stock tag runs SELECT DISTINCT date_trunc(...) over every matching row
+    (a third of a second at a million rows); this one lists every period
+    between the first and the last row, so a period may link to no rows.
+    """
+    return date_hierarchy(_ChangeListWithCheapPeriods(cl))
+
+
+class _ChangeListWithCheapPeriods:
+    def __init__(self, changelist):
+        self._changelist = changelist
+        self.queryset = _PeriodsFromRange(changelist.queryset)
+
+    def __getattr__(self, name):
+        return getattr(self._changelist, name)
+
+
+class _PeriodsFromRange:
+    def __init__(self, queryset):
+        self._queryset = queryset
+
+    def aggregate(self, **aggregates):
+        return self._queryset.aggregate(**aggregates)
+
+    def datetimes(self, field_name, kind):
+        return self._periods(field_name, kind)
+
+    dates = datetimes
+
+    def _periods(self, field_name, kind):
+        bounds = self._queryset.aggregate(first=Min(field_name), last=Max(field_name))
+        first, last = bounds["first"], bounds["last"]
+        if first is None:
+            return []
+        first, last = (_local_date(value) for value in (first, last))
+        if kind == "year":
+            return [
+                datetime.date(year, 1, 1) for year in range(first.year, last.year + 1)
+            ]
+        if kind == "month":
+            months = []
+            year, month = first.year, first.month
+            while (year, month) <= (last.year, last.month):
+                months.append(datetime.date(year, month, 1))
+                year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+            return months
+        days = (last - first).days
+        return [first + datetime.timedelta(days=n) for n in range(days + 1)]
+
+
+def _local_date(value):
+    if isinstance(value, datetime.datetime):
+        return (timezone.localtime(value) if timezone.is_aware(value) else value).date()
+    return value
