@@ -20,7 +20,8 @@ class CappedPaginator(Paginator):
 
     @cached_property
     def count(self):
-        return self.object_list[: self.CAP].count()
+        # Unordered: an ORDER BY under the LIMIT would walk the sort index.
+        return self.object_list.order_by()[: self.CAP].count()
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -35,7 +35,13 @@ class _PeriodsFromRange:
         self._queryset = queryset
 
     def aggregate(self, **aggregates):
-        return self._queryset.aggregate(**aggregates)
+        # The tag asks for first/last to pick its starting level.
+        first, last = _bounds(self._queryset, self._field_name(aggregates))
+        return {"first": first, "last": last}
+
+    @staticmethod
+    def _field_name(aggregates):
+        return aggregates["first"].source_expressions[0].name
 
     def datetimes(self, field_name, kind):
         return self._periods(field_name, kind)
@@ -43,8 +49,7 @@ class _PeriodsFromRange:
     dates = datetimes
 
     def _periods(self, field_name, kind):
-        bounds = self._queryset.aggregate(first=Min(field_name), last=Max(field_name))
-        first, last = bounds["first"], bounds["last"]
+        first, last = _bounds(self._queryset, field_name)
         if first is None:
             return []
         first, last = (_local_date(value) for value in (first, last))
@@ -61,6 +66,24 @@ class _PeriodsFromRange:
             return months
         days = (last - first).days
         return [first + datetime.timedelta(days=n) for n in range(days + 1)]
+
+
+SAMPLE = 10_000
+
+
+def _bounds(queryset, field_name):
+    """First and last value of ``field_name``.
+
+    A small result (a search, a rare state) is read whole: MIN/MAX under a
+    selective filter can make PostgreSQL walk the entire time index. A large
+    one is two index lookups.
+    """
+    values = list(queryset.order_by().values_list(field_name, flat=True)[: SAMPLE + 1])
+    if len(values) <= SAMPLE:
+        values = [value for value in values if value is not None]
+        return (min(values), max(values)) if values else (None, None)
+    bounds = queryset.aggregate(first=Min(field_name), last=Max(field_name))
+    return bounds["first"], bounds["last"]
 
 
 def _local_date(value):

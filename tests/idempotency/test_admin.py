@@ -126,3 +126,38 @@ def test_a_released_key_lets_the_clients_retry_run(api, clock, client, staff):
     release(client, record)
 
     assert api.post("/t/charge/", {}, key="k").status_code == 201
+
+
+def test_date_hierarchy_lists_periods_between_first_and_last_row(client, staff):
+    now = timezone.now()
+    for days_ago in (0, 40, 400):
+        record = make_record(f"k{days_ago}", state="completed")
+        IdempotencyRecord.objects.filter(pk=record.pk).update(
+            created_at=now - timedelta(days=days_ago)
+        )
+    client.force_login(staff)
+
+    years = client.get(CHANGELIST).context["cl"]
+    from idempotency.templatetags.once_admin import once_date_hierarchy
+
+    choices = [c["title"] for c in once_date_hierarchy(years)["choices"]]
+    assert choices == sorted(
+        {str((now - timedelta(days=d)).year) for d in (400, 0)}
+        | {str(y) for y in range((now - timedelta(days=400)).year, now.year + 1)}
+    )
+    month = client.get(
+        CHANGELIST, {"created_at__year": now.year, "created_at__month": now.month}
+    )
+    assert month.status_code == 200
+    assert month.context["cl"].result_count >= 1
+
+
+def test_lists_count_at_most_the_cap(client, staff, monkeypatch):
+    from idempotency.admin_base import CappedPaginator
+
+    monkeypatch.setattr(CappedPaginator, "CAP", 3)
+    for i in range(5):
+        make_record(f"k{i}", state="completed")
+    client.force_login(staff)
+
+    assert client.get(CHANGELIST).context["cl"].result_count == 3
