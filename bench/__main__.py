@@ -12,6 +12,7 @@ MODULES = [
     "bench.webhooks",
     "bench.retention",
     "bench.dashboard",
+    "bench.load",
 ]
 
 HEADER = """# Benchmarks

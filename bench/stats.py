@@ -1,5 +1,6 @@
 """Small statistics helpers shared by the benchmarks."""
 
+import math
 import statistics
 
 
@@ -8,8 +9,13 @@ def median_ms(samples_ns):
 
 
 def p95_ms(samples_ns):
+    return percentile_ms(samples_ns, 0.95)
+
+
+def percentile_ms(samples_ns, fraction):
+    """The sample below which ``fraction`` of them lie (nearest rank), in ms."""
     ordered = sorted(samples_ns)
-    return ordered[int(len(ordered) * 0.95) - 1] / 1e6
+    return ordered[max(0, math.ceil(len(ordered) * fraction) - 1)] / 1e6
 
 
 def table(header, rows):

@@ -11,23 +11,21 @@ import hmac
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
+from . import processes
 from .stats import median_ms, p95_ms, table
 
-PORTS = range(18100, 18200)
 WORKERS = 2
 ROUNDS = 1500
 WARMUP = 200
 CLIENTS = 4
 PER_CLIENT = 400
 SECRET = "whsec_bench_stripe_secret"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = processes.ROOT
 ENDPOINTS = {
     "bare view": "/bare-webhook/stripe/",
     "intake": "/webhooks/stripe/",
@@ -42,34 +40,21 @@ def run() -> str:
         "WEBHOOK_STRIPE_SECRET": SECRET,
     }
     _prepare(env)
-    port = _free_port()
-    server = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("gunicorn")),
-            "project.wsgi:application",
-            f"--bind=127.0.0.1:{port}",
-            f"--workers={WORKERS}",
-            "--log-level=warning",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
     try:
-        _wait_until_up(port)
-        counter = iter(range(10**9))
-        for _ in range(WARMUP):
-            _post(port, "/bare-webhook/stripe/", *_signed(next(counter)))
-            _post(port, "/webhooks/stripe/", *_signed(next(counter)))
-        latency = {name: [] for name in ENDPOINTS}
-        for _ in range(ROUNDS):
-            for name, path in ENDPOINTS.items():
-                latency[name].append(_post(port, path, *_signed(next(counter))))
-        throughput = {
-            name: _throughput(port, path, counter) for name, path in ENDPOINTS.items()
-        }
+        with processes.gunicorn(env, workers=WORKERS) as port:
+            counter = iter(range(10**9))
+            for _ in range(WARMUP):
+                _post(port, "/bare-webhook/stripe/", *_signed(next(counter)))
+                _post(port, "/webhooks/stripe/", *_signed(next(counter)))
+            latency = {name: [] for name in ENDPOINTS}
+            for _ in range(ROUNDS):
+                for name, path in ENDPOINTS.items():
+                    latency[name].append(_post(port, path, *_signed(next(counter))))
+            throughput = {
+                name: _throughput(port, path, counter)
+                for name, path in ENDPOINTS.items()
+            }
     finally:
-        server.terminate()
-        server.wait(10)
         _flush_queue(env)
     base = median_ms(latency["bare view"])
     rows = [
@@ -171,21 +156,3 @@ def _flush_queue(env):
         "from project.celery import app; app.control.purge()"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=False)
-
-
-def _free_port():
-    for port in PORTS:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) != 0:
-                return port
-    raise RuntimeError("no free port in 18100-18199")
-
-
-def _wait_until_up(port, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise RuntimeError("gunicorn did not start")
