@@ -3,6 +3,7 @@
 import importlib
 import os
 import sys
+import time
 from pathlib import Path
 
 # Each module exposes run() -> str: a Markdown section with its figures.
@@ -17,9 +18,25 @@ MODULES = [
 
 HEADER = """# Benchmarks
 
-Written by `make bench` on this machine; every ratio compares figures measured
-side by side in the same run. Re-run it to refresh this file.
+Written by `make bench`; every ratio compares figures measured side by side in
+the same run. Re-run it to refresh this file. Machine: {machine}.
 """
+
+
+def machine() -> str:
+    import platform
+
+    import django
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        postgres = cursor.fetchone()[0].split()[0]
+    return (
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"Django {django.get_version()}, PostgreSQL {postgres}, "
+        f"run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
 
 
 def main(argv):
@@ -35,7 +52,8 @@ def main(argv):
         print(section, flush=True)
         sections.append(section)
     if not argv:
-        Path("docs/benchmarks.md").write_text(HEADER + "\n" + "\n".join(sections))
+        header = HEADER.format(machine=machine())
+        Path("docs/benchmarks.md").write_text(header + "\n" + "\n".join(sections))
         print("wrote docs/benchmarks.md")
 
 
