@@ -201,9 +201,9 @@ def _inbox_overhead():
             with transaction.atomic(using=ALIAS), connection.cursor() as cursor:
                 apply(cursor)
 
-    run_id = uuid.uuid4().hex
-
     def with_receive():
+        # Fresh ids every round: a reused id would time the redelivery path.
+        run_id = uuid.uuid4().hex
         for i in range(DELIVERIES):
             with receive("bench", f"{run_id}-{i}", using=ALIAS) as delivery:
                 if not delivery.duplicate:
