@@ -40,14 +40,16 @@ def wait_for_port(port, timeout=20.0):
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
 
 
-def wait_until(predicate, timeout=30.0, message="the condition never held"):
-    """Poll ``predicate`` until it is true; fail the test after ``timeout``."""
+def wait_until(predicate, message, *, timeout=30.0, worker=None):
+    """Poll ``predicate`` until it is true; fail the test after ``timeout``,
+    with what ``worker`` logged."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(0.1)
-    raise AssertionError(f"{message} (after {timeout:.0f} s)")
+    log = f"\n{worker.log()[-4000:]}" if worker else ""
+    raise AssertionError(f"{message} (after {timeout:.0f} s){log}")
 
 
 def child_env(**extra) -> dict:
@@ -119,7 +121,14 @@ class Worker:
         self.log_path = log_path
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
+        return self.log_path.read_text(errors="replace")
+
+    def ran(self, task_name) -> int:
+        """How many executions of ``task_name`` this worker finished."""
+        return sum(
+            task_name in line and "succeeded in" in line
+            for line in self.log().splitlines()
+        )
 
     def wait_exit(self, timeout=30.0) -> int:
         """Wait for the worker to die (a fault killed it); return its status."""
@@ -127,7 +136,7 @@ class Worker:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             raise AssertionError(
-                f"the worker did not die in {timeout:.0f} s:\n{self.log()}"
+                f"the worker did not die in {timeout:.0f} s:\n{self.log()[-4000:]}"
             ) from None
 
 
@@ -142,9 +151,8 @@ def celery_worker(queue, *, pool="solo", broker_url=REDIS_URL, **env):
     log_dir = Path(tempfile.mkdtemp(prefix="faults-worker-"))
     log_path = log_dir / "worker.log"
     command = [sys.executable, "-m", "celery", "-A", "tests.faults.worker", "worker"]
-    # FAULTS_WORKER_LOG=info makes the worker log each task, for debugging.
-    level = os.environ.get("FAULTS_WORKER_LOG", "warning")
-    options = ["-P", pool, "-c", "1", "-Q", queue, "-l", level]
+    # -l info: the log names each task run, for the tests and their failures.
+    options = ["-P", pool, "-c", "1", "-Q", queue, "-l", "info"]
     # No gossip, mingle or heartbeat: one worker per queue, and a quick start.
     quiet = ["--without-gossip", "--without-mingle", "--without-heartbeat"]
     name = ["-n", f"faults-{uuid.uuid4().hex[:8]}@%h"]

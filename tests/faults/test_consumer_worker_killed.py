@@ -67,7 +67,7 @@ def test_a_consumer_killed_mid_task_is_redelivered_and_applied_once(
             dropped = InboxMessage.objects.aggregate(n=Sum("duplicates"))["n"]
             return marker.exists() and received and dropped == duplicates
 
-        wait_until(consumed, message=f"the messages were not consumed\n{worker.log()}")
+        wait_until(consumed, "the messages were not consumed", worker=worker)
         assert "SIGKILL" in worker.log()  # the pool saw its child die
 
     stock = Stock.objects.get(sku="BOOK-1")
