@@ -4,13 +4,14 @@ published that was not published, and the next relay publishes everything."""
 import threading
 
 import pytest
-from django.db import OperationalError, connection, connections, transaction
+from django.db import OperationalError, connection, connections
 
 from idempotency.conf import as_timedelta
 from outbox import relay
-from outbox.api import record
 from outbox.models import OutboxMessage
 from outbox.publishers import BasePublisher
+
+from .backlog import published_ids, record_events
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
@@ -57,13 +58,6 @@ class Gate:
         self.released.set()
 
 
-def record_events():
-    with transaction.atomic():
-        for i in range(COUNT):
-            record("order", str(i), "order.created", {"n": i})
-    return {str(pk) for pk in OutboxMessage.objects.values_list("pk", flat=True)}
-
-
 def relay_killed_at(gate, func):
     """Run ``func`` (a relay) in a thread on its own connection, terminate
     that connection once it reaches ``gate``; return what it raised."""
@@ -85,13 +79,8 @@ def relay_killed_at(gate, func):
     return raised
 
 
-def published_ids():
-    published = OutboxMessage.objects.filter(state=State.PUBLISHED)
-    return {str(pk) for pk in published.values_list("pk", flat=True)}
-
-
 def test_killed_while_publishing_marks_only_what_it_published(clock):
-    ids = record_events()
+    ids = record_events(COUNT)
     gate = Gate()
     first = RecordingPublisher(gate, block_at=BATCH + 2)  # inside the 2nd batch
 
@@ -118,7 +107,7 @@ def test_killed_while_publishing_marks_only_what_it_published(clock):
 
 
 def test_killed_inside_the_claim_leaves_every_message_claimable():
-    ids = record_events()
+    ids = record_events(COUNT)
     gate = Gate()
 
     def hold_after_claim(execute, sql, params, many, context):
