@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 from django.test import Client
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.webhooks import signing
@@ -289,6 +289,17 @@ header_values = st.text(st.characters(min_codepoint=32, max_codepoint=0xFF))
     body=st.binary(max_size=200),
 )
 def test_random_requests_never_get_a_5xx(source, headers, body):
+    # A Content-Length beyond the body makes a server wait for the rest, and
+    # the test client raise instead: not a case this test can play.
+    assume(not _declares_more_than(headers, body))
     response = post(f"/webhooks/{source}/", body, headers)
     assert response.status_code in (400, 401, 413)
     assert not WebhookReceipt.objects.exists()
+
+
+def _declares_more_than(headers, body):
+    try:
+        # int() as Django's WSGIRequest parses CONTENT_LENGTH.
+        return int(headers.get("Content-Length", "")) > len(body)
+    except ValueError:
+        return False

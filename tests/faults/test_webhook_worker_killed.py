@@ -1,0 +1,95 @@
+"""A worker dies while processing a webhook receipt: the receipt is processed
+once, by the worker that gets the message next."""
+
+import uuid
+
+import pytest
+from django.test import Client
+
+from tests.testapp.models import Widget
+from tests.webhooks import signing
+from webhooks.models import WebhookReceipt
+
+from .processes import celery_worker, send_task, wait_until
+
+pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
+
+State = WebhookReceipt.State
+ENQUEUED = []
+
+
+def enqueue(receipt_id):
+    """WEBHOOKS["ENQUEUE"] of these tests: the test sends the task itself."""
+    ENQUEUED.append(receipt_id)
+
+
+@pytest.fixture
+def intake(settings, django_capture_on_commit_callbacks):
+    ENQUEUED.clear()
+    settings.WEBHOOKS = {
+        "SOURCES": {
+            "github": {"VERIFIER": "github", "SECRETS": [signing.GITHUB_SECRET]}
+        },
+        "ENQUEUE": f"{__name__}.enqueue",
+    }
+
+    def deliver(delivery_id):
+        body = signing.event_body(delivery_id)
+        headers = signing.github_headers(body, delivery_id=delivery_id)
+        with django_capture_on_commit_callbacks(execute=True):
+            response = Client().post(
+                "/webhooks/github/",
+                body,
+                content_type="application/json",
+                headers=headers,
+            )
+        assert response.status_code == 202
+        return ENQUEUED[-1]
+
+    return deliver
+
+
+@pytest.mark.parametrize(
+    ("kill_after", "state", "widgets"),
+    [
+        # The handler's INSERT ran; the "processed" mark never committed.
+        pytest.param(
+            'INSERT INTO "testapp_widget"', State.RECEIVED, 0, id="mid-handler"
+        ),
+        # Committed, then died before the ack: the redelivery skips it.
+        pytest.param("commit", State.PROCESSED, 1, id="after-commit-before-ack"),
+    ],
+)
+def test_a_receipt_whose_worker_died_is_processed_once(
+    intake, tmp_path, kill_after, state, widgets
+):
+    receipt_id = intake("delivery-1")
+    queue = f"faults-webhooks-{uuid.uuid4().hex[:8]}"
+    marker = tmp_path / "killed"
+    faults = {
+        "FAULTS_KILL_TASK": "webhooks.process_receipt",
+        "FAULTS_KILL_AFTER": kill_after,
+        "FAULTS_KILL_ONCE": str(marker),
+    }
+    # solo: the task runs in the worker's own process, so the whole worker dies
+    # and its message stays unacked in Redis.
+    with celery_worker(queue, **faults) as worker:
+        send_task("webhooks.process_receipt", queue=queue, args=[receipt_id])
+        assert worker.wait_exit() == -9
+    assert marker.exists()
+    receipt = WebhookReceipt.objects.get()
+    assert (receipt.state, Widget.objects.count()) == (state, widgets)
+
+    # A second worker: Redis hands it the unacked message once its visibility
+    # timeout has passed.
+    with celery_worker(queue, **faults) as worker:
+
+        def redelivered():
+            return worker.ran("webhooks.process_receipt") == 1
+
+        wait_until(redelivered, "the redelivery was not processed", worker=worker)
+
+    receipt.refresh_from_db()
+    assert receipt.state == State.PROCESSED
+    assert Widget.objects.count() == 1
+    assert (receipt.attempts, receipt.last_error) == (1, "")

@@ -1,0 +1,79 @@
+"""The Celery app of the workers the fault tests start: the demo's app, plus a
+switch that SIGKILLs the worker's own process at a chosen point of a task.
+
+The test arms it through the worker's environment:
+
+- ``FAULTS_KILL_TASK``: the name of the task whose execution dies;
+- ``FAULTS_KILL_AFTER``: ``commit`` (the task returned, so its transaction has
+  committed, and its message is not acked yet), or the start of an SQL
+  statement (it ran inside the task's transaction, nothing is committed);
+- ``FAULTS_KILL_ONCE``: a marker file; only the process that creates it dies,
+  so the redelivery runs through.
+"""
+
+import os
+import signal
+
+from celery import signals
+
+from project.celery import app
+from webhooks.handlers import on
+
+__all__ = ["app"]
+
+AFTER_COMMIT = "commit"
+
+
+def _armed(task) -> str | None:
+    if task.name != os.environ.get("FAULTS_KILL_TASK"):
+        return None
+    return os.environ.get("FAULTS_KILL_AFTER")
+
+
+def _die_once():
+    try:
+        # O_EXCL: of all executions, exactly one creates the marker and dies.
+        os.close(os.open(os.environ["FAULTS_KILL_ONCE"], os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _kill_after_statement(prefix):
+    def wrapper(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if sql.startswith(prefix) and context["connection"].in_atomic_block:
+            _die_once()
+        return result
+
+    return wrapper
+
+
+@signals.task_prerun.connect
+def _arm(task=None, **kwargs):
+    after = _armed(task)
+    if after and after != AFTER_COMMIT:
+        from django.db import connection
+
+        connection.execute_wrappers.append(_kill_after_statement(after))
+
+
+@signals.task_postrun.connect
+def _fire(task=None, **kwargs):
+    after = _armed(task)
+    if after == AFTER_COMMIT:
+        # The prefork pool acks in the parent, the solo pool after this signal:
+        # either way the ack has not happened yet.
+        _die_once()
+    elif after:
+        from django.db import connection
+
+        connection.execute_wrappers.clear()
+
+
+@on("github", "push")
+def count_push(event):
+    """A webhook handler with a countable business effect: one widget a push."""
+    from tests.testapp.models import Widget
+
+    Widget.objects.create(name=f"push {event.delivery_id}")
