@@ -21,7 +21,9 @@ outbox_settings = AppSettings(
         # How long a claim is held before another relay may take the message.
         "LEASE": timedelta(seconds=60),
         # Failed publishes (since the last requeue) before a message is dead.
-        "MAX_ATTEMPTS": 10,
+        # 20 with the backoff below: a broker outage must last about 4.5 hours
+        # on average (9 at most) before a waiting message is dead.
+        "MAX_ATTEMPTS": 20,
         # Backoff ceiling after attempt n: min(BACKOFF_MAX, BACKOFF_BASE * 2**(n-1));
         # the delay is drawn uniformly below it (full jitter).
         "BACKOFF_BASE": timedelta(seconds=2),
