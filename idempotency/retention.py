@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import router, transaction
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Subquery
 
 from . import clock
 
@@ -87,18 +87,19 @@ def _purge_rows(name, purgeable, now, batch_size, progress) -> int:
     while True:
         rows = purgeable(now)
         using = router.db_for_write(rows.model)
+        rows = rows.using(using)
+        # One DELETE per batch, its ids picked by a subquery that locks only
+        # this batch and skips rows a writer holds right now; no id list makes
+        # a round trip through Python.
+        batch = (
+            rows.order_by()
+            .select_for_update(skip_locked=True)
+            .values("pk")[:batch_size]
+        )
         with transaction.atomic(using=using):
-            # Lock only this batch, skipping rows a writer holds right now.
-            batch = list(
-                rows.using(using)
-                .order_by()
-                .select_for_update(skip_locked=True)
-                .values_list("pk", flat=True)[:batch_size]
-            )
-            if batch:
-                count, _ = rows.using(using).filter(pk__in=batch).delete()
-                deleted += count
-        if progress and batch:
+            count, _ = rows.filter(pk__in=Subquery(batch)).delete()
+        deleted += count
+        if progress and count:
             progress(name, deleted)
-        if len(batch) < batch_size:
+        if count < batch_size:
             return deleted
