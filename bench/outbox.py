@@ -29,7 +29,7 @@ def run() -> str:
     bare = _bare_kombu_loop()
     relay_rates = {size: _relay(size, processes=1) for size in BATCH_SIZES}
     two = _relay(500, processes=2)
-    with_inbox, without_inbox = _inbox_overhead()
+    with_inbox, without_inbox, floor = _inbox_overhead()
     lines = [
         "## Outbox relay and inbox",
         "",
@@ -58,10 +58,12 @@ def run() -> str:
         "| consumer | deliveries/s |",
         "|---|---:|",
         f"| without receive() | {without_inbox:,.0f} |",
+        f"| with a hand-written INSERT of the same row (the floor) | {floor:,.0f} |",
         f"| with receive() | {with_inbox:,.0f} |",
         "",
         f"Inbox overhead (time per delivery, with / without): "
         f"{without_inbox / with_inbox:.2f}x.",
+        f"Floor, the bare INSERT alone: {without_inbox / floor:.2f}x.",
         "",
     ]
     return "\n".join(lines)
@@ -214,11 +216,26 @@ def _inbox_overhead():
                     with connection.cursor() as cursor:
                         apply(cursor)
 
-    rates = {"with": [], "without": []}
+    def bare_insert():
+        # The floor: the same insert as receive(), written by hand in the
+        # consumer's transaction, so the report shows what the row itself costs.
+        run_id = uuid.uuid4().hex
+        for i in range(DELIVERIES):
+            with transaction.atomic(using=ALIAS), connection.cursor() as cursor:
+                cursor.execute(
+                    "INSERT INTO inbox_message (subscriber, message_id, "
+                    "received_at, duplicates) VALUES (%s, %s, now(), 0) "
+                    "ON CONFLICT DO NOTHING RETURNING id",
+                    ["bench", f"{run_id}-{i}"],
+                )
+                apply(cursor)
+
+    rates = {"with": [], "without": [], "floor": []}
+    consumers = (("without", without), ("floor", bare_insert), ("with", with_receive))
     for _ in range(INBOX_ROUNDS):
-        for name, consumer in (("without", without), ("with", with_receive)):
+        for name, consumer in consumers:
             started = time.perf_counter()
             consumer()
             rates[name].append(DELIVERIES / (time.perf_counter() - started))
     rates = {name: statistics.median(values) for name, values in rates.items()}
-    return rates["with"], rates["without"]
+    return rates["with"], rates["without"], rates["floor"]
