@@ -19,18 +19,6 @@ from .models import IdempotencyRecord, OpsDashboard
 STATE_COLOURS = {"pending": "#b7791f", "completed": "#2f855a", "failed": "#c53030"}
 
 
-class ScopeFilter(InputFilter):
-    title = _("scope")
-    parameter_name = "scope"
-    field = "scope"
-
-
-class OperationFilter(InputFilter):
-    title = _("operation")
-    parameter_name = "operation"
-    field = "operation"
-
-
 class StuckFilter(admin.SimpleListFilter):
     title = _("lease")
     parameter_name = "lease"
@@ -60,7 +48,13 @@ class IdempotencyRecordAdmin(ReadOnlyAdmin):
         "created_at",
         "expires_at",
     ]
-    list_filter = ["state", StuckFilter, OperationFilter, ScopeFilter, AgeFilter]
+    list_filter = [
+        "state",
+        StuckFilter,
+        InputFilter.on("operation", _("operation")),
+        InputFilter.on("scope", _("scope")),
+        AgeFilter,
+    ]
     # Key only, one indexed equality: an OR over columns misleads the planner
     # into walking the whole created_at index. Scopes have their own filter.
     search_fields = ["key__exact"]

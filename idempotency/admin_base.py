@@ -119,6 +119,14 @@ class InputFilter(admin.SimpleListFilter):
     template = "admin/idempotency/input_filter.html"
     field = None
 
+    @classmethod
+    def on(cls, field: str, title):
+        """A filter on ``field`` (also its query parameter), titled ``title``."""
+        name = "".join(part.title() for part in field.split("_")) + "Filter"
+        return type(
+            name, (cls,), {"field": field, "parameter_name": field, "title": title}
+        )
+
     def lookups(self, request, model_admin):
         # Django shows a filter only when it has choices; one dummy suffices.
         return ((None, None),)

@@ -8,12 +8,6 @@ from idempotency.admin_base import AgeFilter, InputFilter, ReadOnlyAdmin
 from .models import InboxMessage
 
 
-class SubscriberFilter(InputFilter):
-    title = _("subscriber")
-    parameter_name = "subscriber"
-    field = "subscriber"
-
-
 class DuplicatesFilter(admin.SimpleListFilter):
     title = _("duplicates")
     parameter_name = "duplicates"
@@ -32,7 +26,11 @@ class ReceivedAgeFilter(AgeFilter):
 @admin.register(InboxMessage)
 class InboxMessageAdmin(ReadOnlyAdmin):
     list_display = ["message_id", "subscriber", "duplicates", "received_at"]
-    list_filter = [DuplicatesFilter, SubscriberFilter, ReceivedAgeFilter]
+    list_filter = [
+        DuplicatesFilter,
+        InputFilter.on("subscriber", _("subscriber")),
+        ReceivedAgeFilter,
+    ]
     search_fields = ["message_id__exact"]
     search_help_text = _("Exact message id (the outbox id for our own events).")
     date_hierarchy = "received_at"

@@ -20,18 +20,6 @@ State = OutboxMessage.State
 STATE_COLOURS = {"pending": "#b7791f", "published": "#2f855a", "dead": "#c53030"}
 
 
-class AggregateTypeFilter(InputFilter):
-    title = _("aggregate type")
-    parameter_name = "aggregatetype"
-    field = "aggregatetype"
-
-
-class EventTypeFilter(InputFilter):
-    title = _("event type")
-    parameter_name = "type"
-    field = "type"
-
-
 class RetryingFilter(admin.SimpleListFilter):
     title = _("delivery")
     parameter_name = "delivery"
@@ -69,8 +57,8 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
     list_filter = [
         "state",
         RetryingFilter,
-        AggregateTypeFilter,
-        EventTypeFilter,
+        InputFilter.on("aggregatetype", _("aggregate type")),
+        InputFilter.on("type", _("event type")),
         AgeFilter,
     ]
     search_fields = ["id__exact", "aggregateid__exact"]
