@@ -32,10 +32,6 @@ def register(name: str, *purgeables: Callable[[datetime], QuerySet]) -> None:
     _kinds[name] = RetentionKind(name, purgeables)
 
 
-def kinds() -> list[str]:
-    return list(_kinds)
-
-
 def purgeable_counts(now=None, *, cap=None) -> dict[str, int]:
     """Count the rows each kind would delete (at most ``cap`` each)."""
     now = now or clock.now()

@@ -23,13 +23,6 @@ class OutboxMessageQuerySet(models.QuerySet):
             models.Q(locked_until__isnull=True) | models.Q(locked_until__lte=now)
         )
 
-    def in_flight(self, now):
-        """Messages a relay holds right now."""
-        return self.pending().filter(locked_until__gt=now)
-
-    def for_aggregate(self, aggregate_type, aggregate_id):
-        return self.filter(aggregatetype=aggregate_type, aggregateid=str(aggregate_id))
-
     def purgeable(self, now, retention):
         """Published rows older than the retention; never an unpublished one."""
         return self.published().filter(published_at__lt=now - retention)
