@@ -2,11 +2,11 @@
 
 from django.http import HttpResponse
 
-from .conf import idempotency_settings
+from .conf import NEVER_REPLAYED, idempotency_settings
 
 REPLAYED_HEADER = "Idempotent-Replayed"
 ALWAYS_REPLAYED = ("Content-Type", "Location")
-NEVER_REPLAYED = frozenset({"set-cookie"})
+
 _NOT_STORABLE = frozenset({408, 409, 425, 429})
 
 

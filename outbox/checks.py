@@ -1,69 +1,31 @@
 """System checks for the OUTBOX settings."""
 
-from datetime import timedelta
-
 from django.core.checks import Error, Warning
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import import_string
 
-from .conf import DEBEZIUM, RELAYS, outbox_settings
+from .conf import DEBEZIUM, outbox_settings
 
 RELAY_TASK = "outbox.relay"
 
 
 def check_settings(app_configs=None, **kwargs):
-    try:
-        merged = {**outbox_settings.defaults, **outbox_settings.user_settings}
-    except ImproperlyConfigured as exc:
-        return [
-            Error(str(exc), hint="See the README's Outbox section.", id="outbox.E001")
-        ]
-    errors = []
-    if merged["RELAY"] not in RELAYS:
-        errors.append(
-            Error(
-                f"OUTBOX['RELAY'] must be one of {', '.join(RELAYS)}.",
-                hint="'celery' runs our relay; 'debezium' leaves it to CDC.",
-                id="outbox.E002",
-            )
-        )
-    for name in ("BATCH_SIZE", "MAX_ATTEMPTS"):
-        value = merged[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            errors.append(
-                Error(
-                    f"OUTBOX['{name}'] must be a positive integer.",
-                    hint="For example 500.",
-                    id="outbox.E003",
-                )
-            )
-    for name in ("LEASE", "BACKOFF_BASE", "BACKOFF_MAX", "TIME_BUDGET", "RETENTION"):
-        if not _positive_duration(merged[name]):
-            errors.append(
-                Error(
-                    f"OUTBOX['{name}'] must be a positive duration.",
-                    hint="Give seconds (a number) or a timedelta.",
-                    id="outbox.E004",
-                )
-            )
-    return errors
+    return outbox_settings.check()
 
 
 def check_publisher(app_configs=None, **kwargs):
-    from .publishers import BasePublisher, KombuPublisher
+    from .publishers import KombuPublisher
 
     try:
-        merged = {**outbox_settings.defaults, **outbox_settings.user_settings}
-        cls = merged["PUBLISHER"]
-        cls = import_string(cls) if isinstance(cls, str) else cls
-        if not (isinstance(cls, type) and issubclass(cls, BasePublisher)):
-            raise TypeError(cls)
-        publisher = cls(**merged["PUBLISHER_OPTIONS"])
-    except (ImproperlyConfigured, ImportError, TypeError, ValueError):
+        merged = outbox_settings.merged()
+    except ImproperlyConfigured:
+        return []  # reported by check_settings
+    try:
+        publisher = merged["PUBLISHER"](**merged["PUBLISHER_OPTIONS"])
+    except (TypeError, ValueError) as exc:
         return [
             Error(
-                "OUTBOX['PUBLISHER'] is not a usable BasePublisher subclass.",
-                hint="Give a dotted path, and options its __init__ accepts.",
+                "OUTBOX['PUBLISHER_OPTIONS'] do not fit the publisher.",
+                hint=f"{type(exc).__name__}: {exc}",
                 id="outbox.E005",
             )
         ]
@@ -88,7 +50,7 @@ def check_relays(app_configs=None, **kwargs):
     """Debezium and our relay on one table would publish every event twice and
     fight over the rows; refuse it."""
     try:
-        relay = outbox_settings.user_settings.get("RELAY")
+        relay = outbox_settings.merged()["RELAY"]
     except ImproperlyConfigured:
         return []  # reported by check_settings
     if relay != DEBEZIUM:
@@ -105,9 +67,3 @@ def check_relays(app_configs=None, **kwargs):
             )
         ]
     return []
-
-
-def _positive_duration(value) -> bool:
-    if isinstance(value, timedelta):
-        return value > timedelta(0)
-    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0

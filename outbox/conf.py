@@ -2,41 +2,66 @@
 
 from datetime import timedelta
 
-from idempotency.conf import AppSettings
+from idempotency.conf import (
+    AppSettings,
+    Option,
+    boolean,
+    duration,
+    mapping,
+    one_of,
+    positive_int,
+    subclass_of,
+)
 
 CELERY = "celery"
 DEBEZIUM = "debezium"
 RELAYS = (CELERY, DEBEZIUM)
 
+
+def publisher_class(value):
+    # Imported on first validation, not at import: a publisher module may
+    # read these settings.
+    from .publishers import BasePublisher
+
+    return subclass_of(BasePublisher)(value)
+
+
 outbox_settings = AppSettings(
     "OUTBOX",
-    defaults={
+    {
         # Who reads the table: our Celery relay, or Debezium (CDC on the WAL).
-        "RELAY": CELERY,
+        "RELAY": Option(
+            CELERY,
+            one_of(*RELAYS),
+            "outbox.E002",
+            "'celery' runs our relay; 'debezium' leaves it to CDC.",
+        ),
         # Dotted path to a BasePublisher subclass, and its keyword arguments.
-        "PUBLISHER": "outbox.publishers.KombuPublisher",
-        "PUBLISHER_OPTIONS": {},
+        "PUBLISHER": Option(
+            "outbox.publishers.KombuPublisher", publisher_class, "outbox.E005"
+        ),
+        "PUBLISHER_OPTIONS": Option({}, mapping, "outbox.E005"),
         # Messages claimed per relay transaction.
-        "BATCH_SIZE": 500,
+        "BATCH_SIZE": Option(500, positive_int, "outbox.E003", "For example 500."),
         # How long a claim is held before another relay may take the message.
-        "LEASE": timedelta(seconds=60),
+        "LEASE": Option(timedelta(seconds=60), duration, "outbox.E004"),
         # Failed publishes (since the last requeue) before a message is dead.
         # 20 with the backoff below: a broker outage must last about 4.5 hours
         # on average (9 at most) before a waiting message is dead.
-        "MAX_ATTEMPTS": 20,
+        "MAX_ATTEMPTS": Option(20, positive_int, "outbox.E003", "For example 20."),
         # Backoff ceiling after attempt n: min(BACKOFF_MAX, BACKOFF_BASE * 2**(n-1));
         # the delay is drawn uniformly below it (full jitter).
-        "BACKOFF_BASE": timedelta(seconds=2),
-        "BACKOFF_MAX": timedelta(hours=1),
+        "BACKOFF_BASE": Option(timedelta(seconds=2), duration, "outbox.E004"),
+        "BACKOFF_MAX": Option(timedelta(hours=1), duration, "outbox.E004"),
         # Per-aggregate ordering: writers serialize per aggregate and a message
         # waits while an older one of its aggregate is unpublished.
-        "ORDERED": False,
+        "ORDERED": Option(False, boolean, "outbox.E007"),
         # How long one relay task drains before it returns.
-        "TIME_BUDGET": timedelta(seconds=30),
+        "TIME_BUDGET": Option(timedelta(seconds=30), duration, "outbox.E004"),
         # Send the relay task after each transaction that recorded an event.
-        "KICK_ON_COMMIT": True,
+        "KICK_ON_COMMIT": Option(True, boolean, "outbox.E007"),
         # How long published rows are kept (unpublished ones never expire).
-        "RETENTION": timedelta(days=7),
+        "RETENTION": Option(timedelta(days=7), duration, "outbox.E004"),
     },
-    import_strings=("PUBLISHER",),
+    shape_id="outbox.E001",
 )

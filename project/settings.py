@@ -101,7 +101,9 @@ WEBHOOKS = {
     "SOURCES": {
         "github": {
             "VERIFIER": "github",
-            "SECRETS": env.list("WEBHOOK_GITHUB_SECRET", default=["demo-github"]),
+            "SECRETS": env.list(
+                "WEBHOOK_GITHUB_SECRET", default=["demo-github-webhook-secret"]
+            ),
         },
         "stripe": {
             "VERIFIER": "stripe",

@@ -15,7 +15,7 @@ class WebhooksConfig(AppConfig):
         from idempotency import ops as console
         from idempotency import retention
 
-        from . import checks, ops
+        from . import checks, ops, sources
         from .conf import webhooks_settings
         from .models import WebhookReceipt, WebhookRejection
 
@@ -30,3 +30,4 @@ class WebhooksConfig(AppConfig):
         setting_changed.connect(
             webhooks_settings.on_setting_changed, dispatch_uid="webhooks-conf"
         )
+        setting_changed.connect(sources.forget, dispatch_uid="webhooks-sources")

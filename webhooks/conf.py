@@ -1,8 +1,20 @@
-"""The WEBHOOKS settings object."""
+"""The WEBHOOKS settings object, and the table of one source's settings."""
 
+import re
 from datetime import timedelta
 
-from idempotency.conf import AppSettings
+from idempotency.conf import (
+    AppSettings,
+    InvalidSetting,
+    Option,
+    dotted_callable,
+    duration,
+    header_names,
+    imported,
+    mapping,
+    positive_int,
+    show,
+)
 
 # Short names for the bundled verifiers; any other value is a dotted path.
 VERIFIERS = {
@@ -11,36 +23,119 @@ VERIFIERS = {
     "standard": "webhooks.verifiers.standard.StandardWebhooksVerifier",
     "hmac": "webhooks.verifiers.hmac.HmacVerifier",
 }
+# Never stored, whatever a source's allow-list says.
+NEVER_STORED = frozenset({"cookie", "authorization", "proxy-authorization"})
+# A source name is one URL path segment.
+SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+# Below this many bytes an HMAC key can be guessed offline from one delivery.
+MIN_SECRET_BYTES = 16
+
+
+def verifier_class(value) -> type:
+    """A bundled verifier's short name, or a BaseVerifier subclass (or its path)."""
+    from .verifiers.base import BaseVerifier
+
+    if value is None:
+        raise InvalidSetting(
+            "is missing.", "Use github, stripe, standard, hmac or a dotted path."
+        )
+    target = imported(VERIFIERS.get(value, value) if isinstance(value, str) else value)
+    if not (isinstance(target, type) and issubclass(target, BaseVerifier)):
+        raise InvalidSetting(
+            f"is not a known verifier: {show(value)}.",
+            "Use github, stripe, standard, hmac or a dotted path.",
+        )
+    return target
+
+
+def secrets(value) -> tuple[str, ...]:
+    """A list of non-empty strings; never a bare string (iterated per character)."""
+    if isinstance(value, str | bytes):
+        raise InvalidSetting(
+            "is a single string; it must be a list of secrets.",
+            "Write ['whsec_…'], not 'whsec_…': a string would be used one "
+            "character at a time.",
+        )
+    if not isinstance(value, list | tuple) or not value:
+        raise InvalidSetting(
+            "must list at least one secret.",
+            "A list of secrets, newest first. An unset environment variable "
+            "gives [] or ['']: set it.",
+        )
+    if not all(isinstance(secret, str) and secret.strip() for secret in value):
+        raise InvalidSetting(
+            "holds an empty or non-string secret.",
+            "Every secret is a non-empty string; an unset environment variable "
+            "gives ''.",
+        )
+    return tuple(value)
+
+
+def duration_in_seconds(value) -> float:
+    return duration(value).total_seconds()
+
+
+stored_headers = header_names(
+    never=NEVER_STORED,
+    hint="Cookies and Authorization are never stored; remove it.",
+    check_id="webhooks.E010",
+)
+
+
+def non_negative_int(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidSetting(f"must be an integer of 0 or more, not {show(value)}.")
+    return value
+
 
 # What one entry of WEBHOOKS["SOURCES"] may say, with the defaults.
-SOURCE_DEFAULTS = {
+SOURCE_OPTIONS = {
     # Short name (see VERIFIERS) or dotted path to a BaseVerifier subclass.
-    "VERIFIER": None,
+    "VERIFIER": Option(None, verifier_class, "webhooks.E005"),
     # Every secret currently valid, newest first; two during a rotation.
-    "SECRETS": (),
+    "SECRETS": Option((), secrets, "webhooks.E006"),
     # Seconds a signed timestamp may lie in the past or the future.
-    "TOLERANCE": 300,
+    "TOLERANCE": Option(
+        300,
+        duration_in_seconds,
+        "webhooks.E007",
+        "Providers sign with a clock; 300 is their usual tolerance.",
+    ),
     # Bodies larger than this many bytes are refused (413) unread.
-    "MAX_BODY_SIZE": 1024 * 1024,
+    "MAX_BODY_SIZE": Option(
+        1024 * 1024, positive_int, "webhooks.E008", "A number of bytes."
+    ),
     # Request headers kept on the receipt besides the verifier's own.
-    "HEADERS": ("Content-Type", "User-Agent"),
+    "HEADERS": Option(
+        ("Content-Type", "User-Agent"),
+        stored_headers,
+        "webhooks.E009",
+        "For example ['User-Agent'].",
+    ),
     # Verifier-specific options (the generic HMAC verifier's header names).
-    "OPTIONS": {},
+    "OPTIONS": Option({}, mapping, "webhooks.E011"),
 }
 
 webhooks_settings = AppSettings(
     "WEBHOOKS",
-    defaults={
-        # {name: {...}} with the keys of SOURCE_DEFAULTS; name is the URL part.
-        "SOURCES": {},
+    {
+        # {name: {...}} with the keys of SOURCE_OPTIONS; name is the URL part.
+        # Each source is validated on its own (webhooks.sources), so one bad
+        # source refuses its own deliveries, not every source's.
+        "SOURCES": Option({}, mapping, "webhooks.E002", "A dict of name to settings."),
         # ``(receipt_id) -> None`` run on commit of a new or redelivered receipt.
-        "ENQUEUE": "webhooks.tasks.enqueue",
+        "ENQUEUE": Option("webhooks.tasks.enqueue", dotted_callable, "webhooks.E013"),
         # Celery retries of a failing receipt, and the backoff cap in seconds.
-        "MAX_RETRIES": 5,
-        "RETRY_BACKOFF_MAX": 600,
+        "MAX_RETRIES": Option(5, non_negative_int, "webhooks.E014"),
+        "RETRY_BACKOFF_MAX": Option(600, duration_in_seconds, "webhooks.E014"),
         # How long processed or skipped receipts (and rejection counts) are
         # kept: longer than any provider's manual replay window.
-        "RETENTION": timedelta(days=30),
+        "RETENTION": Option(
+            timedelta(days=30),
+            duration,
+            "webhooks.E012",
+            "Give seconds or a timedelta.",
+        ),
     },
-    import_strings=("ENQUEUE",),
+    shape_id="webhooks.E001",
 )

@@ -1,14 +1,28 @@
-"""Configured sources: WEBHOOKS["SOURCES"] entries resolved to verifiers."""
+"""Configured sources: WEBHOOKS["SOURCES"] entries, validated, with verifiers.
 
+A source is built (and validated) on first use and kept until the settings
+change. A source that does not validate refuses its deliveries: it is never
+built with a secret that would accept a forgery.
+"""
+
+import logging
 from dataclasses import dataclass
 
-from django.utils.module_loading import import_string
+from django.core.checks import CheckMessage, Warning
 
-from .conf import SOURCE_DEFAULTS, VERIFIERS, webhooks_settings
+from idempotency.conf import Problem, refuse, validate_dict
+
+from .conf import (
+    MIN_SECRET_BYTES,
+    NEVER_STORED,
+    SOURCE_NAME,
+    SOURCE_OPTIONS,
+    webhooks_settings,
+)
+from .exceptions import SourceMisconfigured
 from .verifiers.base import BaseVerifier
 
-# Never stored, whatever a source's allow-list says.
-NEVER_STORED = frozenset({"cookie", "authorization", "proxy-authorization"})
+logger = logging.getLogger("webhooks")
 
 
 @dataclass(frozen=True)
@@ -23,36 +37,101 @@ class Source:
         return {name: headers[name] for name in self.stored_headers if name in headers}
 
 
-def verifier_class(value) -> type[BaseVerifier]:
-    """Resolve a short name or dotted path; raise ImportError or TypeError."""
-    cls = (
-        import_string(VERIFIERS.get(value, value)) if isinstance(value, str) else value
-    )
-    if not (isinstance(cls, type) and issubclass(cls, BaseVerifier)):
-        raise TypeError(f"{value!r} is not a BaseVerifier subclass")
-    return cls
+def validate(name, config) -> tuple[Source | None, list[Problem | CheckMessage]]:
+    """Build the source ``name``; return it (None when invalid) and its problems.
 
-
-def build(name: str, config: dict) -> Source:
-    config = {**SOURCE_DEFAULTS, **config}
-    verifier = verifier_class(config["VERIFIER"])(
-        secrets=config["SECRETS"],
-        tolerance=config["TOLERANCE"],
-        options=config["OPTIONS"],
+    Errors come as ``Problem``; advice that does not stop the source (a short
+    secret) as check ``Warning``. The system check and the running server
+    both call this, so they agree on what is valid.
+    """
+    where = f"WEBHOOKS['SOURCES'][{name!r}]"
+    if not isinstance(name, str) or not SOURCE_NAME.match(name):
+        return None, [
+            Problem(
+                where,
+                "needs a slug name.",
+                "webhooks.E003",
+                "Lowercase letters, digits, '-' and '_'.",
+            )
+        ]
+    values, problems = validate_dict(
+        where,
+        config,
+        SOURCE_OPTIONS,
+        shape_id="webhooks.E003",
+        unknown_id="webhooks.E004",
     )
+    if problems:
+        return None, problems
+    verifier = values["VERIFIER"](
+        secrets=values["SECRETS"],
+        tolerance=values["TOLERANCE"],
+        options=values["OPTIONS"],
+    )
+    problems = [
+        Problem(
+            where,
+            f"{problem}.",
+            "webhooks.E011",
+            "See the verifier's documentation in the README.",
+        )
+        for problem in verifier.check()
+    ]
+    if problems:
+        return None, problems
     never = NEVER_STORED | {h.lower() for h in verifier.signature_headers}
-    wanted = [*config["HEADERS"], *verifier.headers]
+    wanted = [*values["HEADERS"], *verifier.headers]
     stored = tuple(dict.fromkeys(h for h in wanted if h.lower() not in never))
-    return Source(
+    source = Source(
         name=name,
         verifier=verifier,
-        max_body_size=config["MAX_BODY_SIZE"],
+        max_body_size=values["MAX_BODY_SIZE"],
         stored_headers=stored,
     )
+    advice = []
+    if min(map(len, verifier.hmac_keys()), default=0) < MIN_SECRET_BYTES:
+        advice.append(
+            Warning(
+                f"{where} has a secret shorter than {MIN_SECRET_BYTES} bytes.",
+                hint="A short HMAC key can be guessed offline; use the "
+                "provider's generated secret.",
+                id="webhooks.W002",
+            )
+        )
+    return source, advice
+
+
+_built: dict[str, Source] = {}
 
 
 def get(name: str) -> Source | None:
-    """The configured source called ``name``, or None."""
-    # Built per request: cheap, and never stale under override_settings.
+    """The configured source called ``name``, or None when there is none.
+
+    Raises ``SourceMisconfigured`` (and logs why) when its settings would
+    weaken verification.
+    """
+    try:
+        return _built[name]
+    except KeyError:
+        pass
     config = webhooks_settings.SOURCES.get(name)
-    return None if config is None else build(name, config)
+    if config is None:
+        return None
+    source, problems = validate(name, config)
+    errors = [problem for problem in problems if isinstance(problem, Problem)]
+    if errors:
+        exc = refuse(errors)
+        logger.error(
+            "webhook source %r is misconfigured; its deliveries are refused. %s",
+            name,
+            exc,
+        )
+        raise SourceMisconfigured(str(exc))
+    _built[name] = source
+    return source
+
+
+def forget(*, setting, **kwargs) -> None:
+    """Rebuild sources after the WEBHOOKS setting changes (``setting_changed``)."""
+    if setting == webhooks_settings.namespace:
+        _built.clear()

@@ -14,6 +14,7 @@ from idempotency.problems import problem_response
 
 from . import sources
 from .conf import webhooks_settings
+from .exceptions import SourceMisconfigured
 from .models import WebhookReceipt, WebhookRejection
 from .verifiers.base import MALFORMED_BODY, VerificationFailed
 
@@ -32,7 +33,18 @@ class WebhookView(View):
     http_method_names = ["post"]
 
     def post(self, request, source):
-        config = sources.get(source)
+        try:
+            config = sources.get(source)
+        except SourceMisconfigured:
+            # Fail closed: a source whose secrets could accept a forgery takes
+            # nothing. 5xx, so the provider retries once the settings are fixed.
+            return problem_response(
+                500,
+                "Webhook source misconfigured.",
+                slug="webhook-misconfigured",
+                detail="This source's settings are invalid; the server's error "
+                "log says why.",
+            )
         if config is None:
             return problem_response(
                 404, "Unknown webhook source.", slug="webhook-unknown-source"

@@ -18,20 +18,48 @@ def test_defaults_pass(settings):
     ("value", "error_id"),
     [
         ({"TIMEOUT": 3}, "idempotency.E001"),
+        (["TTL"], "idempotency.E001"),
         ({"HEADER": "Idempotency Key"}, "idempotency.E002"),
         ({"TTL": 0}, "idempotency.E003"),
         ({"TTL": timedelta(seconds=-1)}, "idempotency.E003"),
+        ({"TTL": float("inf")}, "idempotency.E003"),
+        ({"TTL": timedelta(days=365 * 11)}, "idempotency.E003"),
         ({"WAIT": "1s"}, "idempotency.E004"),
         ({"LEASE": True}, "idempotency.E005"),
         ({"SCOPE_RESOLVER": "no.such.resolver"}, "idempotency.E006"),
         ({"STORE_STATUS": "idempotency.responses.REPLAYED_HEADER"}, "idempotency.E007"),
+        ({"STORE_STATUS": 5}, "idempotency.E007"),
         ({"REPLAY_HEADERS": "ETag"}, "idempotency.E008"),
         ({"REPLAY_HEADERS": ["ETag", "Set-Cookie"]}, "idempotency.E009"),
         ({"ANONYMOUS_MAX_KEYS": 0}, "idempotency.E010"),
+        ({"PROBLEM_BASE_URI": 5}, "idempotency.E011"),
     ],
 )
 def test_each_bad_setting_has_its_own_error(value, error_id, settings):
     assert ids(value, settings) == [error_id]
+
+
+def test_every_bad_value_is_reported_in_one_run(settings):
+    bad = {"TTL": 0, "WAIT": -1, "STORE_STATUS": 5, "HEADER": "a b"}
+    assert sorted(ids(bad, settings)) == [
+        "idempotency.E002",
+        "idempotency.E003",
+        "idempotency.E004",
+        "idempotency.E007",
+    ]
+
+
+def test_a_mistyped_dotted_path_shows_the_import_error(settings):
+    settings.IDEMPOTENCY = {"SCOPE_RESOLVER": "idempotency.scopes.tenant_scop"}
+    [error] = check_settings()
+    assert "ImportError" in error.hint
+    assert "tenant_scop" in error.hint
+
+
+def test_durations_print_in_seconds(settings):
+    settings.IDEMPOTENCY = {"TTL": timedelta(minutes=-2)}
+    [error] = check_settings()
+    assert "not -120 s" in error.msg
 
 
 def test_messages_are_short_and_carry_a_hint(settings):

@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+import pytest
 from django.test.utils import override_settings
 
 from inbox import checks
@@ -23,6 +24,21 @@ def test_e001_unknown_setting():
 @override_settings(INBOX={"RETENTION": "30 days"})
 def test_e002_durations_must_be_durations():
     assert ids(checks.check_settings()) == ["inbox.E002"]
+
+
+@override_settings(INBOX={"RETENTION": 0, "REDELIVERY_HORIZON": "7d"})
+def test_every_bad_duration_is_reported():
+    assert ids(checks.check_settings()) == ["inbox.E002", "inbox.E002"]
+
+
+@override_settings(INBOX={"RETENTION": 0})
+def test_receive_refuses_a_retention_that_would_forget_at_once():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from inbox.conf import inbox_settings
+
+    with pytest.raises(ImproperlyConfigured, match="RETENTION"):
+        inbox_settings.RETENTION  # noqa: B018
 
 
 @override_settings(INBOX={"RETENTION": timedelta(days=1)})

@@ -53,7 +53,41 @@ def test_e004_durations_must_be_positive():
 )
 def test_e005_unusable_publisher(options):
     with override_settings(OUTBOX=options):
-        assert ids(checks.check_publisher()) == ["outbox.E005"]
+        assert ids(all_checks()) == ["outbox.E005"]
+
+
+@pytest.mark.parametrize(
+    ("options", "error_id"),
+    [
+        ({"ORDERED": "yes"}, "outbox.E007"),
+        ({"KICK_ON_COMMIT": 1}, "outbox.E007"),
+        ({"LEASE": float("nan")}, "outbox.E004"),
+        ({"RETENTION": 10**10}, "outbox.E004"),
+    ],
+)
+def test_other_bad_values(options, error_id):
+    with override_settings(OUTBOX=options):
+        assert ids(checks.check_settings()) == [error_id]
+
+
+def test_every_bad_value_is_reported_and_the_relay_refuses_to_run():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from outbox import relay
+
+    with override_settings(OUTBOX={"BATCH_SIZE": 0, "LEASE": 0, "RELAY": "x"}):
+        assert sorted(ids(checks.check_settings())) == [
+            "outbox.E002",
+            "outbox.E003",
+            "outbox.E004",
+        ]
+        with pytest.raises(ImproperlyConfigured, match="LEASE"):
+            relay.drain()
+
+
+@override_settings(OUTBOX=["RELAY"])
+def test_a_list_instead_of_a_dict_is_reported_not_a_crash():
+    assert ids(all_checks()) == ["outbox.E001"]
 
 
 def test_w001_rabbitmq_without_publisher_confirms():

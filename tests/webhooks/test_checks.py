@@ -1,5 +1,7 @@
 """One test per system check id."""
 
+import base64
+
 import pytest
 
 from project import settings as demo_settings
@@ -47,7 +49,9 @@ def test_e005_unknown_verifier(settings, verifier):
     assert ids(settings, {"x": {**GOOD, "VERIFIER": verifier}}) == ["webhooks.E005"]
 
 
-@pytest.mark.parametrize("secrets", [[], (), "s", [""], [None], None])
+@pytest.mark.parametrize(
+    "secrets", [[], (), "s", "whsec_abc", b"key", [""], [" "], [None], None, ["a", 1]]
+)
 def test_e006_no_secrets(settings, secrets):
     assert ids(settings, {"x": {**GOOD, "SECRETS": secrets}}) == ["webhooks.E006"]
 
@@ -107,3 +111,51 @@ def test_retention_must_outlast_provider_retries(settings, retention, error_id):
 
     settings.WEBHOOKS = {"SOURCES": {}, "RETENTION": retention}
     assert [e.id for e in check_settings()] == [error_id]
+
+
+def test_e006_says_why_a_bare_string_is_refused(settings):
+    settings.WEBHOOKS = {"SOURCES": {"x": {**GOOD, "SECRETS": "whsec_abc"}}}
+    [error] = check_settings()
+    assert "single string" in error.msg
+    assert "one character at a time" in error.hint
+
+
+def test_w002_a_secret_shorter_than_16_bytes(settings):
+    assert ids(settings, {"x": {**GOOD, "SECRETS": ["0123456789abcde"]}}) == [
+        "webhooks.W002"
+    ]
+    assert ids(settings, {"x": {**GOOD, "SECRETS": ["0123456789abcdef"]}}) == []
+    # Standard Webhooks keys count in decoded bytes.
+    short = "whsec_" + base64.b64encode(b"short").decode()
+    config = {"VERIFIER": "standard", "SECRETS": [short]}
+    assert ids(settings, {"x": config}) == ["webhooks.W002"]
+
+
+def test_every_bad_source_and_value_is_reported_in_one_run(settings):
+    sources = {
+        "a": {"VERIFIER": "nope", "SECRETS": "s", "TOLERANCE": 0},
+        "b": {"VERIFIER": "github", "SECRETS": [""]},
+    }
+    assert sorted(ids(settings, sources)) == [
+        "webhooks.E005",
+        "webhooks.E006",
+        "webhooks.E006",
+        "webhooks.E007",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "error_id"),
+    [
+        ({"ENQUEUE": "webhooks.tasks.nope"}, "webhooks.E013"),
+        ({"MAX_RETRIES": -1}, "webhooks.E014"),
+        ({"RETRY_BACKOFF_MAX": 0}, "webhooks.E014"),
+    ],
+)
+def test_app_settings(settings, extra, error_id):
+    assert ids(settings, {}, **extra) == [error_id]
+
+
+def test_a_list_instead_of_a_dict_is_reported_not_a_crash(settings):
+    settings.WEBHOOKS = ["SOURCES"]
+    assert [error.id for error in check_settings()] == ["webhooks.E001"]

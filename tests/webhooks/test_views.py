@@ -241,8 +241,10 @@ def test_a_source_without_secrets_refuses_everything(webhook_sources):
     }
     body = signing.event_body()
     response = post("/webhooks/github/", body, signing.github_headers(body))
-    assert response.status_code == 401
-    assert problem(response)["type"].endswith("/webhook-no-secret")
+    # A configuration error, not the sender's: 5xx, so it resends once fixed.
+    assert response.status_code == 500
+    assert problem(response)["type"].endswith("/webhook-misconfigured")
+    assert not WebhookReceipt.objects.exists()
 
 
 def test_a_rotated_secret_is_accepted():
@@ -303,3 +305,48 @@ def _declares_more_than(headers, body):
         return int(headers.get("Content-Length", "")) > len(body)
     except ValueError:
         return False
+
+
+@pytest.mark.parametrize(
+    ("secrets", "forged_with"),
+    [
+        ("whsec_abc", "w"),  # a bare string, iterated one character at a time
+        ([""], ""),  # an unset environment variable
+        (["  "], "  "),
+    ],
+)
+def test_a_misconfigured_source_refuses_even_a_delivery_its_secret_would_accept(
+    webhook_sources, caplog, secrets, forged_with
+):
+    webhook_sources.WEBHOOKS["SOURCES"]["github"]["SECRETS"] = secrets
+    body = signing.event_body()
+
+    response = post(
+        "/webhooks/github/", body, signing.github_headers(body, secret=forged_with)
+    )
+
+    assert response.status_code == 500
+    assert problem(response)["type"].endswith("/webhook-misconfigured")
+    assert not WebhookReceipt.objects.exists()
+    [log] = [r for r in caplog.records if r.name == "webhooks"]
+    assert log.levelname == "ERROR"
+    assert "'github'" in log.getMessage()
+    assert "SECRETS" in log.getMessage()
+
+
+def test_a_misconfigured_source_leaves_the_other_sources_working(webhook_sources):
+    webhook_sources.WEBHOOKS["SOURCES"]["stripe"]["SECRETS"] = "whsec_x"
+    assert deliver().status_code == 202
+
+
+def test_a_fixed_source_is_rebuilt_when_the_settings_change(webhook_sources):
+    webhook_sources.WEBHOOKS = {
+        "SOURCES": {"github": {"VERIFIER": "github", "SECRETS": [""]}}
+    }
+    assert deliver().status_code == 500
+    webhook_sources.WEBHOOKS = {
+        "SOURCES": {
+            "github": {"VERIFIER": "github", "SECRETS": [signing.GITHUB_SECRET]}
+        }
+    }
+    assert deliver().status_code == 202

@@ -8,6 +8,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from django.core.exceptions import ImproperlyConfigured
+
 from idempotency import clock
 
 logger = logging.getLogger("webhooks")
@@ -73,6 +75,9 @@ class BaseVerifier:
     option_defaults: Mapping = {}
 
     def __init__(self, *, secrets: Iterable[str], tolerance: float = 300, options=None):
+        if isinstance(secrets, str | bytes):
+            # Iterated, a string would give one-character keys: fail closed.
+            raise ImproperlyConfigured("secrets must be a list, not a string.")
         self.secrets = tuple(secrets)
         self.tolerance = tolerance
         self.options = {**self.option_defaults, **(options or {})}
@@ -81,6 +86,10 @@ class BaseVerifier:
         raise NotImplementedError(
             f"{type(self).__name__} must implement verify(body, headers)."
         )
+
+    def hmac_keys(self) -> list[bytes]:
+        """The keys signatures are computed with, one per secret."""
+        return [secret.encode() for secret in self.secrets]
 
     def check(self) -> list[str]:
         """Return configuration problems (one message each); empty when sound."""

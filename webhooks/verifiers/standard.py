@@ -25,8 +25,12 @@ class StandardWebhooksVerifier(BaseVerifier):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        # Undecodable secrets are dropped here and reported by the system check.
-        self.keys = [key for key in map(decode_secret, self.secrets) if key]
+        # Undecodable secrets are dropped here; check() reports them, and a
+        # source with one is never built (webhooks.sources).
+        self._keys = [key for key in map(decode_secret, self.secrets) if key]
+
+    def hmac_keys(self):
+        return list(self._keys)
 
     def check(self):
         problems = super().check()
@@ -40,10 +44,12 @@ class StandardWebhooksVerifier(BaseVerifier):
         timestamp = self.header(headers, "webhook-timestamp")
         self.timestamp(timestamp)
         signatures = _signatures(self.header(headers, "webhook-signature"))
-        if not self.keys:
+        if not self._keys:
             raise Failed(NO_SECRET)
         signed = f"{msg_id}.{timestamp}.".encode() + body
-        expected = [hmac.new(key, signed, hashlib.sha256).digest() for key in self.keys]
+        expected = [
+            hmac.new(key, signed, hashlib.sha256).digest() for key in self._keys
+        ]
         if not self.matches(expected, signatures):
             raise Failed(BAD_SIGNATURE)
         event = self.json_object(body)

@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.webhooks import signing
-from webhooks.sources import verifier_class
+from webhooks.conf import verifier_class
 from webhooks.verifiers import base
 from webhooks.verifiers.base import VerificationFailed
 
