@@ -6,7 +6,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from . import clock
-from .admin_base import (
+from .console.admin import (
     AgeFilter,
     InputFilter,
     ReadOnlyAdmin,
@@ -16,7 +16,12 @@ from .admin_base import (
 )
 from .models import IdempotencyRecord, OpsDashboard
 
-STATE_COLOURS = {"pending": "#b7791f", "completed": "#2f855a", "failed": "#c53030"}
+State = IdempotencyRecord.State
+STATE_COLOURS = {
+    State.PENDING: "#b7791f",
+    State.COMPLETED: "#2f855a",
+    State.FAILED: "#c53030",
+}
 
 
 class StuckFilter(admin.SimpleListFilter):
@@ -31,7 +36,7 @@ class StuckFilter(admin.SimpleListFilter):
         if self.value() == "stuck":
             return queryset.stuck(now)
         if self.value() == "live":
-            return queryset.filter(state="pending", locked_until__gte=now)
+            return queryset.filter(state=State.PENDING, locked_until__gte=now)
         return queryset
 
 
@@ -102,7 +107,7 @@ class IdempotencyRecordAdmin(ReadOnlyAdmin):
         released = (
             IdempotencyRecord.objects.filter(pk__in=[record.pk for record in stuck])
             .stuck(now)
-            .update(state=IdempotencyRecord.State.FAILED, locked_until=None)
+            .update(state=State.FAILED, locked_until=None)
         )
         log_action(request, stuck, "Released stuck key (lease expired).")
         skipped = queryset.count() - released
@@ -124,17 +129,8 @@ class IdempotencyRecordAdmin(ReadOnlyAdmin):
 
 
 @admin.register(OpsDashboard)
-class OpsDashboardAdmin(admin.ModelAdmin):
+class OpsDashboardAdmin(ReadOnlyAdmin):
     """The admin index entry for /admin/ops/."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def changelist_view(self, request, extra_context=None):
         return redirect("once_ops:dashboard")

@@ -1,4 +1,6 @@
 from django.apps import AppConfig, apps
+from django.core import checks
+from django.core.signals import setting_changed
 from django.utils.translation import gettext_lazy as _
 
 
@@ -8,23 +10,16 @@ class IdempotencyConfig(AppConfig):
     verbose_name = _("Idempotency")
     default_auto_field = "django.db.models.BigAutoField"
 
+    # Contributions to retention and the console (see .contributions).
+    retention_kinds = {"idempotency": ["idempotency.ops.purgeable"]}
+    console_panels = ["idempotency.ops.panel"]
+    console_series = [(_("keys created"), "idempotency.ops.created_per_hour")]
+
     def ready(self):
-        from django.core.checks import register
-        from django.core.signals import setting_changed
-
-        from . import checks, ops, retention
+        from . import checks as settings_checks
         from .conf import idempotency_settings
-        from .models import IdempotencyRecord
 
-        register(checks.check_settings)
-        retention.register("idempotency", IdempotencyRecord.objects.purgeable)
-        ops.register_panel(ops.idempotency_panel)
-        ops.register_series(
-            _("keys created"),
-            lambda since: ops.hourly_counts(
-                IdempotencyRecord.objects, "created_at", since
-            ),
-        )
+        checks.register(settings_checks.check_settings)
         setting_changed.connect(
             idempotency_settings.on_setting_changed, dispatch_uid="idempotency-conf"
         )

@@ -1,45 +1,28 @@
 """Retention: delete what has outlived its purpose, in small batches.
 
-Each app registers a *kind* from its ``AppConfig.ready()``: a name and a
-function returning the rows safe to delete at a given time. This module
-never imports the other apps, so dependencies keep pointing one way.
+Each app declares its *kinds* on its AppConfig (``retention_kinds``, see
+``contributions``): a name and functions returning the rows safe to delete
+at a given time, re-applied to every batch. This module never imports the
+other apps, so dependencies keep pointing one way.
 """
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
-
 from django.db import router, transaction
-from django.db.models import QuerySet, Subquery
+from django.db.models import Subquery
 
-from . import clock
+from . import clock, contributions
 
 DEFAULT_BATCH_SIZE = 1000
 
 
-@dataclass(frozen=True)
-class RetentionKind:
-    name: str
-    # Each (now) -> rows past their retention; re-applied to every batch.
-    purgeables: tuple[Callable[[datetime], QuerySet], ...]
-
-
-_kinds: dict[str, RetentionKind] = {}
-
-
-def register(name: str, *purgeables: Callable[[datetime], QuerySet]) -> None:
-    """Make ``purge()`` delete each ``purgeable(now)`` under the name ``name``."""
-    _kinds[name] = RetentionKind(name, purgeables)
-
-
 def purgeable_counts(now=None, *, cap=None) -> dict[str, int]:
-    """Count the rows each kind would delete (at most ``cap`` each)."""
+    """Count the rows each kind would delete; past ``cap``, any number above it."""
     now = now or clock.now()
     counts = {}
-    for kind in _kinds.values():
-        counts[kind.name] = sum(
-            rows[:cap].count() if cap else rows.count()
-            for rows in (purgeable(now) for purgeable in kind.purgeables)
+    for name, purgeables in contributions.retention_kinds().items():
+        # One row past the cap, so a caller can tell "more than the cap".
+        counts[name] = sum(
+            rows[: cap + 1].count() if cap else rows.count()
+            for rows in (purgeable(now) for purgeable in purgeables)
         )
     return counts
 
@@ -56,25 +39,26 @@ def purge(
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
-    unknown = set(only or ()) - set(_kinds)
+    kinds = contributions.retention_kinds()
+    unknown = set(only or ()) - set(kinds)
     if unknown:
         raise ValueError(
             f"Unknown retention kind(s): {', '.join(sorted(unknown))}; "
-            f"choose from {', '.join(_kinds)}."
+            f"choose from {', '.join(kinds)}."
         )
     now = now or clock.now()
-    chosen = [kind for kind in _kinds.values() if not only or kind.name in only]
+    chosen = {name: kinds[name] for name in kinds if not only or name in only}
     if dry_run:
         return {
-            kind.name: sum(purgeable(now).count() for purgeable in kind.purgeables)
-            for kind in chosen
+            name: sum(purgeable(now).count() for purgeable in purgeables)
+            for name, purgeables in chosen.items()
         }
     return {
-        kind.name: sum(
-            _purge_rows(kind.name, purgeable, now, batch_size, progress)
-            for purgeable in kind.purgeables
+        name: sum(
+            _purge_rows(name, purgeable, now, batch_size, progress)
+            for purgeable in purgeables
         )
-        for kind in chosen
+        for name, purgeables in chosen.items()
     }
 
 

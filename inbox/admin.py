@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
-from idempotency.admin_base import AgeFilter, InputFilter, ReadOnlyAdmin
+from idempotency.console.admin import AgeFilter, InputFilter, ReadOnlyAdmin
 
 from .models import InboxMessage
 
@@ -19,17 +19,13 @@ class DuplicatesFilter(admin.SimpleListFilter):
         return queryset.with_duplicates() if self.value() == "yes" else queryset
 
 
-class ReceivedAgeFilter(AgeFilter):
-    field = "received_at"
-
-
 @admin.register(InboxMessage)
 class InboxMessageAdmin(ReadOnlyAdmin):
     list_display = ["message_id", "subscriber", "duplicates", "received_at"]
     list_filter = [
         DuplicatesFilter,
         InputFilter.on("subscriber", _("subscriber")),
-        ReceivedAgeFilter,
+        AgeFilter.on("received_at"),
     ]
     search_fields = ["message_id__exact"]
     search_help_text = _("Exact message id (the outbox id for our own events).")

@@ -1,4 +1,6 @@
 from django.apps import AppConfig
+from django.core import checks
+from django.core.signals import setting_changed
 from django.utils.translation import gettext_lazy as _
 
 
@@ -8,26 +10,16 @@ class InboxConfig(AppConfig):
     verbose_name = _("Inbox")
     default_auto_field = "django.db.models.BigAutoField"
 
+    # Contributions to retention and the console (idempotency.contributions).
+    retention_kinds = {"inbox": ["inbox.ops.purgeable"]}
+    console_panels = ["inbox.ops.panel"]
+
     def ready(self):
-        from django.core.checks import register
-        from django.core.signals import setting_changed
-
-        from idempotency import ops as console
-        from idempotency import retention
-        from idempotency.conf import as_timedelta
-
-        from . import checks, ops
+        from . import checks as inbox_checks
         from .conf import inbox_settings
-        from .models import InboxMessage
 
-        register(checks.check_settings)
-        retention.register(
-            "inbox",
-            lambda now: InboxMessage.objects.purgeable(
-                now, as_timedelta(inbox_settings.RETENTION)
-            ),
-        )
-        console.register_panel(ops.panel)
+        checks.register(inbox_checks.check_settings)
+        checks.register(inbox_checks.check_base_app)
         setting_changed.connect(
             inbox_settings.on_setting_changed, dispatch_uid="inbox-conf"
         )

@@ -5,9 +5,12 @@ from datetime import timedelta
 from django.core.checks import Warning
 from django.core.exceptions import ImproperlyConfigured
 
+from idempotency.checks import base_app_installed
 from idempotency.conf import seconds
 
 from .conf import inbox_settings
+
+check_base_app = base_app_installed("inbox", "inbox.E003")
 
 
 def check_settings(app_configs=None, **kwargs):

@@ -1,10 +1,11 @@
-"""The inbox panel of the operations dashboard."""
+"""What the inbox contributes to operations: retention and a panel."""
 
 from django.db.models import Sum
 from django.utils.translation import gettext as _
 
-from idempotency.ops import Figure, Panel, capped_count, changelist_url
+from idempotency.console.panels import Figure, Panel, capped_count, changelist_url
 
+from .conf import inbox_settings
 from .models import InboxMessage
 
 
@@ -27,3 +28,7 @@ def panel(now) -> Panel:
             ),
         ],
     )
+
+
+def purgeable(now):
+    return InboxMessage.objects.purgeable(now, inbox_settings.RETENTION)

@@ -6,7 +6,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from idempotency import clock
-from idempotency.admin_base import (
+from idempotency.console.admin import (
     AgeFilter,
     InputFilter,
     ReadOnlyAdmin,

@@ -1,4 +1,6 @@
 from django.apps import AppConfig
+from django.core import checks
+from django.core.signals import setting_changed
 from django.utils.translation import gettext_lazy as _
 
 
@@ -8,29 +10,20 @@ class OutboxConfig(AppConfig):
     verbose_name = _("Outbox")
     default_auto_field = "django.db.models.BigAutoField"
 
+    # Contributions to retention and the console (idempotency.contributions).
+    retention_kinds = {"outbox": ["outbox.ops.purgeable"]}
+    console_panels = ["outbox.ops.panel"]
+    console_series = [(_("events published"), "outbox.ops.published_per_hour")]
+
     def ready(self):
-        from django.core.checks import register
-        from django.core.signals import setting_changed
-
-        from idempotency import ops as console
-        from idempotency import retention
-        from idempotency.conf import as_timedelta
-
-        from . import checks, ops
+        from . import checks as outbox_checks
         from .conf import outbox_settings
-        from .models import OutboxMessage
 
-        register(checks.check_settings)
-        retention.register(
-            "outbox",
-            lambda now: OutboxMessage.objects.purgeable(
-                now, as_timedelta(outbox_settings.RETENTION)
-            ),
-        )
-        console.register_panel(ops.panel)
-        console.register_series(_("events published"), ops.published_per_hour)
-        register(checks.check_publisher)
-        register(checks.check_relays)
+        checks.register(outbox_checks.check_settings)
+        checks.register(outbox_checks.check_publisher)
+        checks.register(outbox_checks.check_relays)
+        checks.register(outbox_checks.check_relay_kick)
+        checks.register(outbox_checks.check_base_app)
         setting_changed.connect(
             outbox_settings.on_setting_changed, dispatch_uid="outbox-conf"
         )

@@ -3,9 +3,25 @@
 from django.core.checks import Error, Warning
 from django.core.exceptions import ImproperlyConfigured
 
-from .conf import DEBEZIUM, outbox_settings
+from idempotency.checks import base_app_installed, celery_broker_configured
+
+from .conf import CELERY, DEBEZIUM, outbox_settings
 
 RELAY_TASK = "outbox.relay"
+
+check_base_app = base_app_installed("outbox", "outbox.E008")
+_check_broker = celery_broker_configured("outbox.api.record()", "outbox.W003")
+
+
+def check_relay_kick(app_configs=None, **kwargs):
+    """record() kicks the relay task after each commit: it needs a broker."""
+    try:
+        merged = outbox_settings.merged()
+    except ImproperlyConfigured:
+        return []  # reported by check_settings
+    if merged["RELAY"] != CELERY or not merged["KICK_ON_COMMIT"]:
+        return []
+    return _check_broker()
 
 
 def check_settings(app_configs=None, **kwargs):

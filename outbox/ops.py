@@ -1,9 +1,16 @@
-"""The outbox panel of the operations dashboard."""
+"""What the outbox contributes to operations: retention, a panel, a series."""
 
 from django.utils.translation import gettext as _
 
-from idempotency.ops import Figure, Panel, capped_count, changelist_url, hourly_counts
+from idempotency.console.panels import (
+    Figure,
+    Panel,
+    capped_count,
+    changelist_url,
+    hourly_counts,
+)
 
+from .conf import outbox_settings
 from .models import OutboxMessage
 
 
@@ -53,3 +60,7 @@ def _age(delta):
 
 def published_per_hour(since):
     return hourly_counts(OutboxMessage.objects.published(), "published_at", since)
+
+
+def purgeable(now):
+    return OutboxMessage.objects.purgeable(now, outbox_settings.RETENTION)

@@ -3,7 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 urlpatterns = [
-    path("admin/ops/", include("idempotency.urls")),
+    path("admin/ops/", include("idempotency.console.urls")),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/", include("project.shop.urls")),

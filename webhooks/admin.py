@@ -8,7 +8,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from idempotency.admin_base import (
+from idempotency.console.admin import (
     AgeFilter,
     ReadOnlyAdmin,
     log_action,
@@ -30,10 +30,6 @@ STATE_COLOURS = {
 }
 REPLAYABLE = (State.RECEIVED, State.FAILED)
 DONE = (State.PROCESSED, State.SKIPPED)
-
-
-class ReceivedAgeFilter(AgeFilter):
-    field = "received_at"
 
 
 class SourceFilter(admin.SimpleListFilter):
@@ -79,7 +75,7 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
         "received_at",
         "processed_at",
     ]
-    list_filter = ["state", SourceFilter, ReceivedAgeFilter]
+    list_filter = ["state", SourceFilter, AgeFilter.on("received_at")]
     search_fields = ["delivery_id__exact"]
     search_help_text = _("Exact delivery id.")
     date_hierarchy = "received_at"

@@ -1,4 +1,6 @@
 from django.apps import AppConfig
+from django.core import checks
+from django.core.signals import setting_changed
 from django.utils.translation import gettext_lazy as _
 
 
@@ -8,25 +10,21 @@ class WebhooksConfig(AppConfig):
     verbose_name = _("Webhooks")
     default_auto_field = "django.db.models.BigAutoField"
 
+    # Contributions to retention and the console (idempotency.contributions).
+    retention_kinds = {
+        "webhooks": ["webhooks.ops.purgeable_receipts", "webhooks.ops.purgeable_counts"]
+    }
+    console_panels = ["webhooks.ops.panel"]
+    console_series = [(_("receipts received"), "webhooks.ops.received_per_hour")]
+
     def ready(self):
-        from django.core.checks import register
-        from django.core.signals import setting_changed
-
-        from idempotency import ops as console
-        from idempotency import retention
-
-        from . import checks, ops, sources
+        from . import checks as webhooks_checks
+        from . import sources
         from .conf import webhooks_settings
-        from .models import WebhookReceipt, WebhookRejection
 
-        register(checks.check_settings)
-        retention.register(
-            "webhooks",
-            WebhookReceipt.objects.purgeable,
-            WebhookRejection.objects.purgeable,
-        )
-        console.register_panel(ops.panel)
-        console.register_series(_("receipts received"), ops.received_per_hour)
+        checks.register(webhooks_checks.check_settings)
+        checks.register(webhooks_checks.check_enqueue)
+        checks.register(webhooks_checks.check_base_app)
         setting_changed.connect(
             webhooks_settings.on_setting_changed, dispatch_uid="webhooks-conf"
         )

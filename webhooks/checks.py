@@ -5,10 +5,14 @@ from datetime import timedelta
 from django.core.checks import Warning
 from django.core.exceptions import ImproperlyConfigured
 
+from idempotency.checks import base_app_installed, celery_broker_configured
 from idempotency.conf import Problem
 
 from . import sources
 from .conf import webhooks_settings
+
+check_base_app = base_app_installed("webhooks", "webhooks.E015")
+_check_broker = celery_broker_configured("The webhook intake", "webhooks.W003")
 
 # Stripe retries a delivery for up to three days; a receipt purged sooner
 # would let a late retry run its handlers a second time.
@@ -39,3 +43,14 @@ def check_settings(app_configs=None, **kwargs):
             )
         )
     return messages
+
+
+def check_enqueue(app_configs=None, **kwargs):
+    """The default ENQUEUE sends a Celery task per receipt: it needs a broker."""
+    from . import tasks
+
+    try:
+        enqueue = webhooks_settings.merged()["ENQUEUE"]
+    except ImproperlyConfigured:
+        return []  # reported by check_settings
+    return _check_broker() if enqueue is tasks.enqueue else []

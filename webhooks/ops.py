@@ -1,11 +1,17 @@
-"""The webhooks panel of the operations dashboard."""
+"""What webhooks contribute to operations: retention, a panel, a series."""
 
 from datetime import timedelta
 
 from django.db.models import Sum
 from django.utils.translation import gettext as _
 
-from idempotency.ops import Figure, Panel, capped_count, changelist_url, hourly_counts
+from idempotency.console.panels import (
+    Figure,
+    Panel,
+    capped_count,
+    changelist_url,
+    hourly_counts,
+)
 
 from .conf import webhooks_settings
 from .models import WebhookReceipt, WebhookRejection
@@ -28,7 +34,7 @@ def panel(now) -> Panel:
                         changelist_url(
                             WebhookReceipt, source__exact=source, state__exact=state
                         ),
-                        alert=state == "failed",
+                        alert=state == WebhookReceipt.State.FAILED,
                     )
                 )
     since = (now - timedelta(hours=24)).date()
@@ -56,3 +62,11 @@ def panel(now) -> Panel:
 
 def received_per_hour(since):
     return hourly_counts(WebhookReceipt.objects, "received_at", since)
+
+
+def purgeable_receipts(now):
+    return WebhookReceipt.objects.purgeable(now)
+
+
+def purgeable_counts(now):
+    return WebhookRejection.objects.purgeable(now)

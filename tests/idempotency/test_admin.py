@@ -151,7 +151,7 @@ def test_date_hierarchy_lists_periods_between_first_and_last_row(client, staff):
 
 
 def test_lists_count_at_most_the_cap(client, staff, monkeypatch):
-    from idempotency.admin_base import CappedPaginator
+    from idempotency.console.admin import CappedPaginator
 
     monkeypatch.setattr(CappedPaginator, "CAP", 3)
     for i in range(5):

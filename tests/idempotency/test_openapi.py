@@ -314,7 +314,7 @@ settings.configure(
     TEMPLATES=demo.TEMPLATES,
     REST_FRAMEWORK={},
     DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
-    ROOT_URLCONF="idempotency.urls",
+    ROOT_URLCONF="idempotency.console.urls",
 )
 django.setup()
 

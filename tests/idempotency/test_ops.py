@@ -107,3 +107,30 @@ def test_purge_confirms_first_then_deletes_and_logs(client, staff):
 
     again = client.post(DASHBOARD + "purge/", {"confirm": "yes"}, follow=True)
     assert "Purged 0 records" in again.content.decode()
+
+
+def test_counts_past_the_cap_show_as_cap_plus(client, staff, monkeypatch):
+    from idempotency.console import panels, views
+
+    monkeypatch.setattr(views, "COUNT_CAP", 3)
+    monkeypatch.setattr(panels, "COUNT_CAP", 3)
+    grant(staff, "view_opsdashboard")
+    for n in range(4):
+        make_record(f"old-{n}", expires_in=timedelta(seconds=-1))
+    client.force_login(staff)
+
+    answer = client.get(DASHBOARD)
+
+    assert {"kind": "idempotency", "count": "3+"} in answer.context["awaiting_purge"]
+    assert "counts above 3 show as 3+" in answer.content.decode()
+
+
+def test_exactly_the_cap_is_not_cap_plus():
+    from idempotency.console.panels import capped, capped_count
+
+    assert capped(10_000) == 10_000
+    assert capped(10_001) == "10000+"
+    for n in range(3):
+        make_record(f"k{n}")
+    assert capped_count(IdempotencyRecord.objects.all(), cap=3) == 3
+    assert capped_count(IdempotencyRecord.objects.all(), cap=2) == "2+"

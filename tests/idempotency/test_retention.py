@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from idempotency import retention
+from idempotency import contributions, retention
 from idempotency.models import IdempotencyRecord
 from idempotency.querysets import IdempotencyRecordQuerySet
 from tests.conftest import ApiClient, run_concurrently
@@ -142,13 +142,16 @@ def test_an_open_purge_batch_blocks_no_writer_of_new_keys(user, monkeypatch):
         make_record(f"old-{i}", expires_in=timedelta(hours=-1))
     PausingQuerySet.paused.clear()
     PausingQuerySet.resume.clear()
-    monkeypatch.setitem(
-        retention._kinds,
-        "idempotency",
-        retention.RetentionKind(
-            "idempotency",
-            (lambda now: PausingQuerySet(IdempotencyRecord).purgeable(now),),
-        ),
+    kinds = contributions.retention_kinds()
+    monkeypatch.setattr(
+        contributions,
+        "retention_kinds",
+        lambda: {
+            **kinds,
+            "idempotency": [
+                lambda now: PausingQuerySet(IdempotencyRecord).purgeable(now)
+            ],
+        },
     )
 
     def run(i):

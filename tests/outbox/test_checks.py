@@ -121,3 +121,19 @@ def test_e006_debezium_and_the_celery_relay_on_one_table():
             assert ids(checks.check_relays()) == []  # Debezium alone is fine
     finally:
         app.conf.beat_schedule = saved
+
+
+def test_w003_kicking_the_relay_without_a_celery_broker():
+    from project.celery import app
+
+    saved = app.conf.broker_url
+    try:
+        app.conf.broker_url = None
+        with override_settings(OUTBOX={"KICK_ON_COMMIT": True}):
+            assert ids(checks.check_relay_kick()) == ["outbox.W003"]
+        with override_settings(OUTBOX={"KICK_ON_COMMIT": False}):
+            assert ids(checks.check_relay_kick()) == []
+    finally:
+        app.conf.broker_url = saved
+    with override_settings(OUTBOX={"KICK_ON_COMMIT": True}):
+        assert ids(checks.check_relay_kick()) == []

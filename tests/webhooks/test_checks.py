@@ -159,3 +159,20 @@ def test_app_settings(settings, extra, error_id):
 def test_a_list_instead_of_a_dict_is_reported_not_a_crash(settings):
     settings.WEBHOOKS = ["SOURCES"]
     assert [error.id for error in check_settings()] == ["webhooks.E001"]
+
+
+def test_w003_the_default_enqueue_without_a_celery_broker(settings):
+    from project.celery import app
+    from webhooks.checks import check_enqueue
+
+    saved = app.conf.broker_url
+    try:
+        app.conf.broker_url = None
+        settings.WEBHOOKS = {}
+        assert [e.id for e in check_enqueue()] == ["webhooks.W003"]
+        settings.WEBHOOKS = {"ENQUEUE": "builtins.print"}
+        assert check_enqueue() == []
+    finally:
+        app.conf.broker_url = saved
+    settings.WEBHOOKS = {}
+    assert check_enqueue() == []

@@ -1,0 +1,56 @@
+"""What a console panel is made of: figures that link to filtered lists."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Count
+from django.db.models.functions import TruncHour
+from django.urls import reverse
+from django.utils.http import urlencode
+
+# Counts stop here and show as "10000+": exact counts of huge backlogs cost
+# more than they tell an operator. The only definition of the cap.
+COUNT_CAP = 10_000
+
+
+@dataclass
+class Figure:
+    label: str
+    value: object
+    url: str = ""
+    alert: bool = False
+
+
+@dataclass
+class Panel:
+    title: str
+    figures: list[Figure] = field(default_factory=list)
+
+
+def capped(count: int, cap: int = COUNT_CAP):
+    """A count as the console shows it: the number, or "10000+" past the cap."""
+    return f"{cap}+" if count > cap else count
+
+
+def capped_count(queryset, cap: int = COUNT_CAP):
+    # One row past the cap tells "exactly the cap" from "more than the cap".
+    return capped(queryset[: cap + 1].count(), cap)
+
+
+def changelist_url(model, **filters) -> str:
+    opts = model._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+    return f"{url}?{urlencode(filters)}" if filters else url
+
+
+def hourly_counts(queryset, field_name: str, since: datetime) -> dict:
+    """Count rows per hour of ``field_name`` from ``since``, one indexed query."""
+    rows = (
+        queryset.filter(**{f"{field_name}__gte": since})
+        .annotate(hour=TruncHour(field_name))
+        .values("hour")
+        # COUNT(*), not COUNT(pk): the time index alone answers it.
+        .annotate(count=Count("*"))
+        .order_by()
+    )
+    return {row["hour"]: row["count"] for row in rows}

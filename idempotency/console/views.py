@@ -1,0 +1,66 @@
+"""The dashboard at /admin/ops/ and the purge behind its confirmation page."""
+
+from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
+from .. import clock, contributions, retention
+from .chart import hourly_chart
+from .panels import COUNT_CAP, capped
+
+
+def dashboard(request):
+    if not request.user.has_perm("idempotency.view_opsdashboard"):
+        raise PermissionDenied
+    now = clock.now()
+    awaiting = retention.purgeable_counts(now, cap=COUNT_CAP)
+    context = {
+        **admin.site.each_context(request),
+        "title": _("Operations"),
+        "panels": [build(now) for build in contributions.console_panels()],
+        "awaiting_purge": [
+            {"kind": kind, "count": capped(count, COUNT_CAP)}
+            for kind, count in awaiting.items()
+        ],
+        "chart": hourly_chart(now, contributions.console_series()),
+        "can_purge": request.user.has_perm("idempotency.purge_records"),
+        "count_cap": COUNT_CAP,
+        "now": now,
+    }
+    return TemplateResponse(request, "admin/idempotency/ops.html", context)
+
+
+def purge(request):
+    """Confirm, then purge every kind past its retention, in batches."""
+    if not request.user.has_perm("idempotency.purge_records"):
+        raise PermissionDenied
+    if request.method == "POST" and request.POST.get("confirm") == "yes":
+        counts = retention.purge()
+        total = sum(counts.values())
+        summary = ", ".join(f"{kind}: {count}" for kind, count in counts.items())
+        LogEntry.objects.create(
+            user_id=request.user.pk,
+            action_flag=CHANGE,
+            object_repr="retention purge",
+            change_message=f"Purged records past retention ({summary}).",
+        )
+        messages.success(
+            request,
+            ngettext(
+                "Purged %(count)d record past its retention (%(summary)s).",
+                "Purged %(count)d records past their retention (%(summary)s).",
+                total,
+            )
+            % {"count": total, "summary": summary},
+        )
+        return redirect("once_ops:dashboard")
+    context = {
+        **admin.site.each_context(request),
+        "title": _("Purge records past their retention?"),
+        "counts": retention.purgeable_counts(),
+    }
+    return TemplateResponse(request, "admin/idempotency/purge_confirm.html", context)

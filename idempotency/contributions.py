@@ -1,0 +1,51 @@
+"""What each app contributes to the shared layer, read off its AppConfig.
+
+An app declares, as dotted paths imported on first use (so declaring them
+imports nothing, the admin least of all)::
+
+    class OutboxConfig(AppConfig):
+        retention_kinds = {"outbox": ["outbox.ops.published_past_retention"]}
+        console_panels = ["outbox.ops.panel"]
+        console_series = [(_("events published"), "outbox.ops.published_per_hour")]
+
+- a retention kind: ``name -> [function(now) -> rows safe to delete]``;
+- a console panel: ``function(now) -> console.panels.Panel``;
+- a chart series: ``(label, function(since) -> {hour: count})``.
+
+One rule for duplicates: a contribution is keyed by its name (a kind's name,
+a panel's or a series' dotted path) and the first installed app to declare
+a name keeps it, as Django does for templates and static files.
+"""
+
+from collections.abc import Callable
+
+from django.apps import apps
+from django.utils.module_loading import import_string
+
+
+def retention_kinds() -> dict[str, list[Callable]]:
+    """Every retention kind, in INSTALLED_APPS order."""
+    declared = _declared("retention_kinds", dict.items)
+    return {name: [import_string(path) for path in paths] for name, paths in declared}
+
+
+def console_panels() -> list[Callable]:
+    declared = _declared("console_panels", lambda paths: [(p, p) for p in paths])
+    return [import_string(path) for _name, path in declared]
+
+
+def console_series() -> list[tuple[str, Callable]]:
+    declared = _declared(
+        "console_series", lambda pairs: [(path, label) for label, path in pairs]
+    )
+    return [(label, import_string(path)) for path, label in declared]
+
+
+def _declared(attribute: str, named: Callable) -> list[tuple]:
+    """Every app's ``attribute`` as ``(name, value)`` pairs; the first name wins."""
+    found = {}
+    for config in apps.get_app_configs():
+        declared = getattr(config, attribute, None)
+        for name, value in named(declared) if declared else ():
+            found.setdefault(name, value)
+    return list(found.items())
