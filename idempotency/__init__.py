@@ -1,3 +1,3 @@
 """django-once: make a repeated intent safe."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
