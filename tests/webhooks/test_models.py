@@ -1,20 +1,9 @@
-from io import StringIO
-
 import pytest
-from django.core.management import call_command
 from django.db import IntegrityError
 
 from webhooks.models import WebhookReceipt
 
 pytestmark = pytest.mark.django_db
-
-
-def test_migrations_match_the_models():
-    out = StringIO()
-    call_command(
-        "makemigrations", "webhooks", "shop", check=True, dry_run=True, stdout=out
-    )
-    assert "No changes detected" in out.getvalue()
 
 
 def test_one_receipt_per_source_and_delivery(clock):

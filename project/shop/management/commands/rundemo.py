@@ -27,6 +27,7 @@ class Command(BaseCommand):
             f"\nThe demo runs at {url}/\n"
             f"  admin console: {url}/admin/  (login admin / admin)\n"
             f"  API:           {url}/api/orders/  (HTTP Basic alice / alice)\n"
+            f"  start here:    {url}/  (links and commands to try)\n"
             f"  try: curl -u alice:alice -H 'Idempotency-Key: demo-1' "
             f'-H \'Content-Type: application/json\' -d \'{{"sku": "BOOK-1", '
             f'"quantity": 1}}\' {url}/api/orders/\n'
