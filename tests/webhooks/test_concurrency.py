@@ -13,7 +13,7 @@ from tests.conftest import run_concurrently
 from tests.webhooks import signing
 from webhooks import processing
 from webhooks.handlers import on
-from webhooks.models import WebhookReceipt
+from webhooks.models import WebhookReceipt, WebhookRejection
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
@@ -49,6 +49,34 @@ def test_eight_concurrent_deliveries_make_one_receipt_processed_once(runs):
     assert WebhookReceipt.objects.count() == 1
     assert WebhookReceipt.objects.get().state == "processed"
     assert runs == ["evt_race"]
+
+
+def test_one_body_sent_at_once_under_two_delivery_ids_makes_one_receipt(runs):
+    """GitHub does not sign X-GitHub-Delivery: the body's unique hash, in the
+    same INSERT, decides which of two racing copies is the delivery."""
+    body = signing.event_body("evt_race")
+
+    def deliver_as(index):
+        headers = signing.github_headers(body, delivery_id=f"evt_copy_{index}")
+        return (
+            Client()
+            .post(
+                "/webhooks/github/",
+                body,
+                content_type="application/json",
+                headers=headers,
+            )
+            .status_code
+        )
+
+    statuses = run_concurrently(2, deliver_as)
+
+    assert sorted(statuses) == [200, 202]
+    assert WebhookReceipt.objects.count() == 1
+    assert WebhookReceipt.objects.get().state == "processed"
+    assert len(runs) == 1
+    replays = WebhookRejection.objects.get(reason="replayed-body")
+    assert (replays.source, replays.count) == ("github", 1)
 
 
 def test_eight_concurrent_workers_run_the_handlers_once(runs, eager_celery):

@@ -1,6 +1,8 @@
 """The intake's HTTP contract: 413, 401/400, 202, 200, 404, 405."""
 
+import hashlib
 import json
+import time
 from datetime import timedelta
 
 import pytest
@@ -113,6 +115,114 @@ def test_a_redelivery_of_a_failed_receipt_is_enqueued_again(
     assert response.status_code == 202
     assert len(callbacks) == 1
     assert WebhookReceipt.objects.get().state == "received"
+
+
+def _resign(source):
+    """Sign a body for ``source`` under any delivery id and event header."""
+    if source == "github":
+        return signing.github_headers
+    if source == "hmac":
+        return signing.hmac_headers
+    return lambda body, **ids: signing.hmac_headers(
+        body, timestamp=int(time.time()), **ids
+    )
+
+
+@pytest.fixture(params=["github", "hmac", "hmac-timestamped"])
+def unsigned_id_source(request, webhook_sources):
+    """A source whose signature leaves the delivery id and event open."""
+    if request.param == "hmac-timestamped":
+        # The timestamp is signed; the delivery id still is not.
+        hmac_source = webhook_sources.WEBHOOKS["SOURCES"]["hmac"]
+        hmac_source["OPTIONS"] = {"TIMESTAMP_HEADER": "X-Webhook-Timestamp"}
+    return request.param.removesuffix("-timestamped"), _resign(request.param)
+
+
+def test_a_body_resent_under_a_new_delivery_id_is_a_duplicate_counted_as_a_replay(
+    unsigned_id_source, django_capture_on_commit_callbacks, clock
+):
+    source, sign = unsigned_id_source
+    body = signing.event_body("evt_1")
+    first = post(f"/webhooks/{source}/", body, sign(body, delivery_id="evt_1"))
+    with django_capture_on_commit_callbacks() as callbacks:
+        # Captured and sent again under fresh, unsigned id and event headers.
+        replayed = post(
+            f"/webhooks/{source}/",
+            body,
+            sign(body, delivery_id="evt_forged", event="release"),
+        )
+
+    assert first.status_code == 202
+    assert replayed.status_code == 200
+    assert json.loads(replayed.content) == {
+        "delivery_id": "evt_forged",
+        "state": "received",
+        "duplicate": True,
+    }
+    assert callbacks == []
+    receipt = WebhookReceipt.objects.get()
+    assert receipt.delivery_id == "evt_1"
+    assert receipt.body_sha256 == hashlib.sha256(body).hexdigest()
+    rejection = WebhookRejection.objects.get()
+    assert (rejection.source, rejection.reason, rejection.count) == (
+        source,
+        "replayed-body",
+        1,
+    )
+    assert rejection.day == clock.now().date()
+
+
+def test_a_replayed_body_does_not_reopen_its_failed_receipt(
+    django_capture_on_commit_callbacks,
+):
+    body = signing.event_body("evt_1")
+    post("/webhooks/github/", body, signing.github_headers(body, delivery_id="evt_1"))
+    WebhookReceipt.objects.update(state="failed", attempts=1)
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = post(
+            "/webhooks/github/", body, signing.github_headers(body, delivery_id="x")
+        )
+
+    assert response.status_code == 200
+    assert callbacks == []
+    assert WebhookReceipt.objects.get().state == "failed"
+
+
+def test_the_delivery_id_decides_which_receipt_a_resend_duplicates(
+    django_capture_on_commit_callbacks,
+):
+    first, second = signing.event_body("evt_1"), signing.event_body("evt_2")
+    post("/webhooks/github/", first, signing.github_headers(first, delivery_id="a"))
+    post("/webhooks/github/", second, signing.github_headers(second, delivery_id="b"))
+    WebhookReceipt.objects.filter(delivery_id="a").update(state="failed")
+    # Delivery id "a" with the body of "b": both unique indexes conflict.
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = post(
+            "/webhooks/github/", second, signing.github_headers(second, delivery_id="a")
+        )
+
+    assert response.status_code == 202
+    assert len(callbacks) == 1
+    assert WebhookReceipt.objects.get(delivery_id="a").state == "received"
+    assert not WebhookRejection.objects.exists()
+
+
+@pytest.mark.parametrize("source", ["stripe", "standard"])
+def test_a_source_that_signs_its_delivery_ids_keeps_no_body_hash(source):
+    body = signing.event_body("evt_1")
+    sign = {"stripe": signing.stripe_headers, "standard": signing.standard_headers}
+    assert post(f"/webhooks/{source}/", body, sign[source](body)).status_code == 202
+    assert WebhookReceipt.objects.get().body_sha256 == ""
+
+
+def test_the_same_body_under_a_newly_signed_id_is_a_new_delivery():
+    """Standard Webhooks signs the id: a new id needs the secret, so it is a
+    new delivery even when the body repeats."""
+    body = signing.event_body("evt_1")
+    for msg_id in ("msg_1", "msg_2"):
+        headers = signing.standard_headers(body, msg_id=msg_id)
+        assert post("/webhooks/standard/", body, headers).status_code == 202
+    assert WebhookReceipt.objects.count() == 2
 
 
 def test_a_bad_signature_is_401_stores_nothing_and_is_counted(clock):

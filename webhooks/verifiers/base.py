@@ -22,6 +22,9 @@ BAD_TIMESTAMP = "bad-timestamp"
 MALFORMED_BODY = "malformed-body"
 NO_SECRET = "no-secret"
 VERIFIER_ERROR = "verifier-error"
+# Not a refusal: a signed body resent under another delivery id, answered as a
+# duplicate and counted so the console shows someone replaying deliveries.
+REPLAYED_BODY = "replayed-body"
 REASONS = (
     MISSING_HEADER,
     MALFORMED_HEADER,
@@ -30,6 +33,7 @@ REASONS = (
     MALFORMED_BODY,
     NO_SECRET,
     VERIFIER_ERROR,
+    REPLAYED_BODY,
 )
 
 _VISIBLE = re.compile(r"[\x20-\x7e]*")
@@ -73,6 +77,11 @@ class BaseVerifier:
     signature_headers: tuple[str, ...] = ()
     # Option names the source may set in OPTIONS, with their defaults.
     option_defaults: Mapping = {}
+    # Whether the signature covers the delivery id. When it does not, anyone
+    # holding one signed delivery can resend its body under a fresh id, so
+    # the intake also dedupes on the body's SHA-256. False unless a verifier
+    # says otherwise: a forgotten declaration costs an index, not a replay.
+    signs_delivery_id: bool = False
 
     def __init__(self, *, secrets: Iterable[str], tolerance: float = 300, options=None):
         if isinstance(secrets, str | bytes):

@@ -17,7 +17,9 @@ class GitHubVerifier(BaseVerifier):
         )
         if scheme != "sha256" or not signature:
             raise Failed(MALFORMED_HEADER, "X-Hub-Signature-256 malformed")
-        # GitHub signs no timestamp: replays are caught by the delivery id.
+        # GitHub signs the body only, no timestamp and no header: a replay is
+        # caught by its delivery id or, under a fresh one, by its body's hash
+        # (signs_delivery_id is False).
         expected = [
             hmac.new(secret.encode(), body, hashlib.sha256).hexdigest().encode()
             for secret in self.secrets

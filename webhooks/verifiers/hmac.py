@@ -12,6 +12,8 @@ ENCODINGS = ("hex", "base64")
 
 
 class HmacVerifier(BaseVerifier):
+    # The id and event headers are never signed (the timestamp, when set, is):
+    # signs_delivery_id stays False, so the intake dedupes on the body too.
     option_defaults = {
         "SIGNATURE_HEADER": "X-Signature",
         "ID_HEADER": "X-Webhook-Id",

@@ -22,6 +22,8 @@ PREFIX = "whsec_"
 class StandardWebhooksVerifier(BaseVerifier):
     headers = ("webhook-id", "webhook-timestamp", "webhook-signature")
     signature_headers = ("webhook-signature",)
+    # The signed text starts with webhook-id.
+    signs_delivery_id = True
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)

@@ -17,6 +17,8 @@ from .base import VerificationFailed as Failed
 class StripeVerifier(BaseVerifier):
     headers = ("Stripe-Signature",)
     signature_headers = ("Stripe-Signature",)
+    # The event id is read from the signed body.
+    signs_delivery_id = True
 
     def verify(self, body, headers):
         timestamp, signatures = _parse(self.header(headers, "Stripe-Signature"))
