@@ -4,6 +4,7 @@ import hashlib
 import json
 import time
 from datetime import timedelta
+from urllib.parse import quote_plus
 
 import pytest
 from django.test import Client
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.webhooks import signing
+from webhooks.bodies import FORM
 from webhooks.models import WebhookReceipt, WebhookRejection
 from webhooks.views import _read_bounded
 
@@ -270,14 +272,43 @@ def test_an_expired_delivery_is_401(clock):
     assert post("/webhooks/stripe/", body, headers).status_code == 401
 
 
+SIGN = {
+    "github": signing.github_headers,
+    "stripe": signing.stripe_headers,
+    "standard": signing.standard_headers,
+    "hmac": signing.hmac_headers,
+}
+
+
 @pytest.mark.parametrize("body", [b"Hello, World!", b"\xff\xfe\xfd", b"[1, 2]"])
-@pytest.mark.parametrize("source", ["stripe", "standard"])
+@pytest.mark.parametrize("source", sorted(SIGN))
 def test_a_signed_body_that_is_not_a_json_event_is_400(source, body):
-    sign = {"stripe": signing.stripe_headers, "standard": signing.standard_headers}
-    response = post(f"/webhooks/{source}/", body, sign[source](body))
+    response = post(f"/webhooks/{source}/", body, SIGN[source](body))
     assert response.status_code == 400
     assert problem(response)["type"].endswith("/webhook-malformed-body")
     assert not WebhookReceipt.objects.exists()
+    assert WebhookRejection.objects.get().reason == "malformed-body"
+
+
+@pytest.mark.parametrize("source", sorted(SIGN))
+def test_a_signed_form_whose_payload_is_not_a_json_object_is_400(source):
+    body = b"payload=" + quote_plus("[1, 2]").encode()
+    response = Client().post(
+        f"/webhooks/{source}/", body, content_type=FORM, headers=SIGN[source](body)
+    )
+    assert response.status_code == 400
+    assert problem(response)["type"].endswith("/webhook-malformed-body")
+    assert not WebhookReceipt.objects.exists()
+
+
+def test_a_raw_hmac_source_takes_a_body_that_is_not_json(webhook_sources):
+    webhook_sources.WEBHOOKS["SOURCES"]["hmac"]["OPTIONS"] = {"BODY": "raw"}
+    body = b"<event>not json</event>"
+    response = Client().post(
+        "/webhooks/hmac/", body, content_type="text/xml", headers=SIGN["hmac"](body)
+    )
+    assert response.status_code == 202
+    assert bytes(WebhookReceipt.objects.get().body) == body
 
 
 def test_a_body_over_the_limit_is_413_by_content_length():
@@ -290,7 +321,8 @@ def test_a_body_over_the_limit_is_413_by_content_length():
 
 
 def test_a_body_at_the_limit_is_accepted():
-    body = b"x" * 64
+    body = b'{"pad": "' + b"x" * 53 + b'"}'
+    assert len(body) == 64
     response = post("/webhooks/small/", body, signing.hmac_headers(body))
     assert response.status_code == 202
 

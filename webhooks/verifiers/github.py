@@ -27,7 +27,7 @@ class GitHubVerifier(BaseVerifier):
         candidate = signature.lower().encode()
         if not self.matches(expected, [candidate]):
             raise Failed(BAD_SIGNATURE)
-        return Delivery(
+        delivery = Delivery(
             delivery_id=self.identifier(
                 self.header(headers, "X-GitHub-Delivery"), "X-GitHub-Delivery"
             ),
@@ -35,3 +35,6 @@ class GitHubVerifier(BaseVerifier):
                 self.header(headers, "X-GitHub-Event"), "X-GitHub-Event"
             ),
         )
+        # A JSON object, or the form GitHub sends for "form" hooks.
+        self.json_object(body, headers)
+        return delivery

@@ -54,7 +54,7 @@ class StandardWebhooksVerifier(BaseVerifier):
         ]
         if not self.matches(expected, signatures):
             raise Failed(BAD_SIGNATURE)
-        event = self.json_object(body)
+        event = self.json_object(body, headers)
         try:
             event_type = self.identifier(event.get("type"), "event type")
         except Failed:

@@ -31,7 +31,7 @@ class StripeVerifier(BaseVerifier):
         ]
         if not self.matches(expected, signatures):
             raise Failed(BAD_SIGNATURE)
-        event = self.json_object(body)
+        event = self.json_object(body, headers)
         created = event.get("created")
         occurred_at = None
         if isinstance(created, int) and not isinstance(created, bool):
