@@ -11,11 +11,11 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
 from idempotency import clock
-from idempotency.problems import problem_response
+from idempotency.problems import from_exception, problem_response
 
-from . import sources
+from . import bodies, sources
 from .conf import webhooks_settings
-from .exceptions import SourceMisconfigured
+from .exceptions import BodyRefused, SourceMisconfigured
 from .models import WebhookReceipt, WebhookRejection
 from .verifiers.base import MALFORMED_BODY, REPLAYED_BODY, VerificationFailed
 
@@ -50,14 +50,10 @@ class WebhookView(View):
             return problem_response(
                 404, "Unknown webhook source.", slug="webhook-unknown-source"
             )
-        body = _read_bounded(request, config.max_body_size)
-        if body is None:
-            return problem_response(
-                413,
-                "Webhook body too large.",
-                slug="webhook-too-large",
-                detail=f"The limit is {config.max_body_size} bytes.",
-            )
+        try:
+            body = bodies.read(request, config.max_body_size)
+        except BodyRefused as exc:
+            return from_exception(exc)
         try:
             delivery = config.verifier.authenticate(body, request.headers)
         except VerificationFailed as exc:
@@ -130,19 +126,6 @@ class WebhookView(View):
         # a 5xx (the provider would resend a duplicate we then ignore). The
         # receipt stays "received" and webhooks.enqueue_waiting picks it up.
         transaction.on_commit(lambda: enqueue(pk), using=using, robust=True)
-
-
-def _read_bounded(request, limit):
-    """The body, or None when it is over ``limit``; never reads past limit+1."""
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0
-    if declared > limit:
-        return None
-    # One byte more than allowed tells an over-long stream from a full one.
-    body = request.read(limit + 1)
-    return None if len(body) > limit else body
 
 
 def _answer(status, delivery, state, duplicate=False):

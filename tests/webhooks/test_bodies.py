@@ -1,5 +1,6 @@
-"""Bodies read as the JSON event, at intake and in the handler alike."""
+"""Bodies: read within the limit (411, 413, 415), and read as the JSON event."""
 
+import io
 import json
 import uuid
 from urllib.parse import quote_plus
@@ -11,10 +12,100 @@ from hypothesis import strategies as st
 
 from tests.webhooks import signing
 from webhooks import bodies, processing
+from webhooks.exceptions import BodyTooLarge, EncodedBody, LengthRequired
 from webhooks.handlers import on
 from webhooks.models import WebhookReceipt
 
 FORM = "application/x-www-form-urlencoded"
+
+
+class _Request:
+    """What bodies.read() uses of a request: META, and read() for its body."""
+
+    def __init__(self, body=b"", **meta):
+        self.META = meta
+        self.stream = io.BytesIO(body)
+        self.asked = []
+
+    def read(self, size):
+        self.asked.append(size)
+        return self.stream.read(size)
+
+
+class _Endless(_Request):
+    """A body whose Content-Length lies low and whose stream never ends."""
+
+    def read(self, size):
+        self.asked.append(size)
+        return b"x" * size
+
+
+class _Trickle(io.BytesIO):
+    """A de-chunked input that hands over at most three bytes a read."""
+
+    def read(self, size=-1):
+        return super().read(min(size, 3))
+
+
+def test_the_body_is_never_read_past_the_limit():
+    request = _Endless(CONTENT_LENGTH="10")
+    with pytest.raises(BodyTooLarge):
+        bodies.read(request, 64)
+    assert request.asked == [65]
+
+
+def test_a_huge_declared_length_is_refused_unread():
+    request = _Endless(CONTENT_LENGTH=str(10**12))
+    with pytest.raises(BodyTooLarge):
+        bodies.read(request, 64)
+    assert request.asked == []
+
+
+def test_a_chunked_body_the_server_ended_is_read_from_its_input():
+    request = _Request(
+        HTTP_TRANSFER_ENCODING="chunked",
+        **{"wsgi.input": _Trickle(b"0123456789"), "wsgi.input_terminated": True},
+    )
+    assert bodies.read(request, 64) == b"0123456789"
+    assert request.asked == []  # Django's view of it would be empty
+
+
+def test_a_chunked_body_is_read_no_further_than_the_limit():
+    stream = _Trickle(b"x" * 100)
+    request = _Request(
+        HTTP_TRANSFER_ENCODING="chunked",
+        **{"wsgi.input": stream, "wsgi.input_terminated": True},
+    )
+    with pytest.raises(BodyTooLarge):
+        bodies.read(request, 64)
+    assert stream.tell() == 65
+
+
+def test_a_chunked_body_without_an_ended_input_needs_a_content_length():
+    # wsgiref (runserver) passes the socket on: its end cannot be known.
+    request = _Request(
+        HTTP_TRANSFER_ENCODING="chunked", **{"wsgi.input": io.BytesIO(b"{}")}
+    )
+    with pytest.raises(LengthRequired):
+        bodies.read(request, 64)
+
+
+def test_a_chunked_body_under_asgi_is_the_request_body():
+    request = _Request(b"{}", HTTP_TRANSFER_ENCODING="chunked")
+    assert bodies.read(request, 64) == b"{}"
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br", "GZIP", "gzip, identity"])
+def test_a_compressed_body_is_refused_unread(coding):
+    request = _Request(b"\x1f\x8b", CONTENT_LENGTH="2", HTTP_CONTENT_ENCODING=coding)
+    with pytest.raises(EncodedBody):
+        bodies.read(request, 64)
+    assert request.asked == []
+
+
+def test_identity_is_no_encoding():
+    request = _Request(b"{}", CONTENT_LENGTH="2", HTTP_CONTENT_ENCODING="identity")
+    assert bodies.read(request, 64) == b"{}"
 
 
 def form(data) -> bytes:
