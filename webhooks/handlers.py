@@ -11,7 +11,6 @@ its database writes and the "processed" mark commit together or not at all.
 Modules named ``webhooks`` in installed apps are imported on first dispatch.
 """
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,6 +18,8 @@ from functools import cached_property
 from typing import Any
 
 from django.utils.module_loading import autodiscover_modules
+
+from . import bodies
 
 _registry: dict[tuple[str, str], list[Callable]] = {}
 _discovered = False
@@ -35,10 +36,17 @@ class Event:
     occurred_at: datetime | None
 
     @cached_property
-    def data(self) -> Any:
-        """The body parsed as JSON (None when it is not JSON)."""
+    def data(self) -> dict | None:
+        """The event's JSON object: the JSON body, or a form body's ``payload``.
+
+        Read by the Content-Type the body came with, as the intake read it, so
+        it is a dict for every source that requires JSON; None only for a
+        "raw" HMAC source's body that holds none (read ``receipt.body``).
+        """
         try:
-            return json.loads(bytes(self.receipt.body))
+            return bodies.json_object(
+                bytes(self.receipt.body), self.receipt.headers.get("Content-Type")
+            )
         except ValueError:
             return None
 

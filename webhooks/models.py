@@ -35,6 +35,12 @@ class WebhookReceipt(models.Model):
         help_text=_("Allow-listed headers; never cookies or signatures."),
     )
     body = models.BinaryField(_("body"), help_text=_("The raw verified body."))
+    body_sha256 = models.CharField(
+        _("body SHA-256"),
+        max_length=64,
+        blank=True,
+        help_text=_("Hex; set only where the delivery id is unsigned."),
+    )
     state = models.CharField(
         _("state"), max_length=16, choices=State.choices, default=State.RECEIVED
     )
@@ -59,6 +65,13 @@ class WebhookReceipt(models.Model):
             # delivery id; uniqueness (and ON CONFLICT) ignore column order.
             models.UniqueConstraint(
                 fields=["delivery_id", "source"], name="webhooks_unique_delivery"
+            ),
+            # Partial: only sources with unsigned delivery ids set a hash, and
+            # only their receipts need the index.
+            models.UniqueConstraint(
+                fields=["source", "body_sha256"],
+                condition=~models.Q(body_sha256=""),
+                name="webhooks_unique_body",
             ),
         ]
         # The console filters by state or source and lists newest first; each

@@ -11,8 +11,19 @@ DONE = ("processed", "skipped")
 
 
 class WebhookReceiptQuerySet(models.QuerySet):
-    def for_delivery(self, source, delivery_id):
-        return self.filter(source=source, delivery_id=delivery_id)
+    def duplicate_of(self, source, delivery_id, body_sha256):
+        """The receipt an insert conflicted with: this delivery id's, else this
+        body's (two can match; the delivery id names the one resent)."""
+        same = models.Q(delivery_id=delivery_id)
+        if body_sha256:
+            same |= models.Q(body_sha256=body_sha256)
+        resent = models.Case(models.When(delivery_id=delivery_id, then=0), default=1)
+        return (
+            self.filter(same, source=source)
+            .order_by(resent)
+            .only("pk", "state", "delivery_id")
+            .first()
+        )
 
     def claimable(self, pk):
         """The receipt, locked, unless another worker holds it (then empty)."""
@@ -27,12 +38,15 @@ class WebhookReceiptQuerySet(models.QuerySet):
         """Received receipts no worker finished: their enqueue may have been lost."""
         return self.filter(state=RECEIVED, received_at__lt=before)
 
-    def insert_received(self, *, source, delivery, headers, body, now):
-        """Insert a received receipt unless the delivery exists; return id or None.
+    def insert_received(self, *, source, delivery, headers, body, body_sha256, now):
+        """Insert a received receipt unless it exists; return its id or None.
 
-        ``ON CONFLICT DO NOTHING``: a concurrent insert of the same delivery
-        waits on the unique index until the first commits, then inserts
-        nothing, so exactly one request owns the new receipt.
+        It exists when the source has a receipt with this delivery id or,
+        unless ``body_sha256`` is empty, with this body. ``ON CONFLICT DO
+        NOTHING`` with no target covers both unique indexes: a concurrent
+        insert of the same delivery or body waits on the index until the
+        first commits, then inserts nothing, so exactly one request owns the
+        new receipt.
         """
         connection = connections[self.db]
         fields = {f.name: f for f in self.model._meta.concrete_fields}
@@ -43,6 +57,7 @@ class WebhookReceiptQuerySet(models.QuerySet):
             "occurred_at": delivery.occurred_at,
             "headers": headers,
             "body": body,
+            "body_sha256": body_sha256,
             "state": RECEIVED,
             "attempts": 0,
             "last_error": "",
@@ -57,7 +72,7 @@ class WebhookReceiptQuerySet(models.QuerySet):
         sql = (
             f"INSERT INTO {table} ({columns}) "
             f"VALUES ({', '.join(['%s'] * len(params))}) "
-            "ON CONFLICT (source, delivery_id) DO NOTHING RETURNING id"
+            "ON CONFLICT DO NOTHING RETURNING id"
         )
         with connection.cursor() as cursor:
             cursor.execute(sql, params)

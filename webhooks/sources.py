@@ -80,7 +80,8 @@ def validate(name, config) -> tuple[Source | None, list[Problem | CheckMessage]]
     if problems:
         return None, problems
     never = NEVER_STORED | {h.lower() for h in verifier.signature_headers}
-    wanted = [*values["HEADERS"], *verifier.headers]
+    # Content-Type always: Event.data reads the stored body by it.
+    wanted = ["Content-Type", *values["HEADERS"], *verifier.headers]
     stored = tuple(dict.fromkeys(h for h in wanted if h.lower() not in never))
     source = Source(
         name=name,

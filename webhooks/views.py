@@ -1,5 +1,6 @@
 """The intake view: size limit, verify, insert, enqueue; answer fast."""
 
+import hashlib
 import json
 import logging
 
@@ -10,13 +11,13 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
 from idempotency import clock
-from idempotency.problems import problem_response
+from idempotency.problems import from_exception, problem_response
 
-from . import sources
+from . import bodies, sources
 from .conf import webhooks_settings
-from .exceptions import SourceMisconfigured
+from .exceptions import BodyRefused, SourceMisconfigured
 from .models import WebhookReceipt, WebhookRejection
-from .verifiers.base import MALFORMED_BODY, VerificationFailed
+from .verifiers.base import MALFORMED_BODY, REPLAYED_BODY, VerificationFailed
 
 logger = logging.getLogger("webhooks")
 State = WebhookReceipt.State
@@ -49,14 +50,10 @@ class WebhookView(View):
             return problem_response(
                 404, "Unknown webhook source.", slug="webhook-unknown-source"
             )
-        body = _read_bounded(request, config.max_body_size)
-        if body is None:
-            return problem_response(
-                413,
-                "Webhook body too large.",
-                slug="webhook-too-large",
-                detail=f"The limit is {config.max_body_size} bytes.",
-            )
+        try:
+            body = bodies.read(request, config.max_body_size)
+        except BodyRefused as exc:
+            return from_exception(exc)
         try:
             delivery = config.verifier.authenticate(body, request.headers)
         except VerificationFailed as exc:
@@ -64,9 +61,7 @@ class WebhookView(View):
         return self.accept(config, delivery, request, body)
 
     def reject(self, config, exc):
-        WebhookRejection.objects.count_one(
-            source=config.name, reason=exc.reason, now=clock.now()
-        )
+        self.count(config, exc.reason)
         logger.warning("webhook %s refused: %s", config.name, exc.detail)
         # A signed but unreadable body is the sender's bug, not a forgery.
         status = 400 if exc.reason == MALFORMED_BODY else 401
@@ -81,6 +76,13 @@ class WebhookView(View):
         receipts = WebhookReceipt.objects.db_manager(
             router.db_for_write(WebhookReceipt)
         )
+        # An unsigned delivery id can be changed at will: then the body, which
+        # is signed, identifies the delivery too.
+        body_sha256 = (
+            ""
+            if config.verifier.signs_delivery_id
+            else hashlib.sha256(body).hexdigest()
+        )
         # No explicit transaction: the INSERT commits on its own (one round
         # trip), and on_commit then enqueues once the row is durable. Inside
         # an outer atomic block (ATOMIC_REQUESTS) both wait for its commit.
@@ -89,18 +91,33 @@ class WebhookView(View):
             delivery=delivery,
             headers=config.filter_headers(request.headers),
             body=body,
+            body_sha256=body_sha256,
             now=clock.now(),
         )
         if pk is not None:
             self.enqueue(pk, receipts.db)
             return _answer(202, delivery, State.RECEIVED)
-        existing = receipts.for_delivery(config.name, delivery.delivery_id)
-        pk, state = existing.values_list("pk", "state").get()
+        existing = receipts.duplicate_of(config.name, delivery.delivery_id, body_sha256)
+        if existing.delivery_id != delivery.delivery_id:
+            # A stored body under a new delivery id: a captured delivery sent
+            # again. Answered as the duplicate it is, counted for operators.
+            self.count(config, REPLAYED_BODY)
+            logger.warning(
+                "webhook %s: body of %s resent as %s",
+                config.name,
+                existing.delivery_id,
+                delivery.delivery_id,
+            )
         # A provider redelivering a failed event asks for another try.
-        if state == State.FAILED and receipts.reopen_failed(pk):
-            self.enqueue(pk, receipts.db)
+        elif existing.state == State.FAILED and receipts.reopen_failed(existing.pk):
+            self.enqueue(existing.pk, receipts.db)
             return _answer(202, delivery, State.RECEIVED)
-        return _answer(200, delivery, state, duplicate=True)
+        return _answer(200, delivery, existing.state, duplicate=True)
+
+    def count(self, config, reason):
+        WebhookRejection.objects.count_one(
+            source=config.name, reason=reason, now=clock.now()
+        )
 
     def enqueue(self, pk, using):
         """Hand the receipt to processing once its row is committed."""
@@ -109,19 +126,6 @@ class WebhookView(View):
         # a 5xx (the provider would resend a duplicate we then ignore). The
         # receipt stays "received" and webhooks.enqueue_waiting picks it up.
         transaction.on_commit(lambda: enqueue(pk), using=using, robust=True)
-
-
-def _read_bounded(request, limit):
-    """The body, or None when it is over ``limit``; never reads past limit+1."""
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0
-    if declared > limit:
-        return None
-    # One byte more than allowed tells an over-long stream from a full one.
-    body = request.read(limit + 1)
-    return None if len(body) > limit else body
 
 
 def _answer(status, delivery, state, duplicate=False):

@@ -52,11 +52,11 @@ def wait_until(predicate, message, *, timeout=30.0, worker=None):
     raise AssertionError(f"{message} (after {timeout:.0f} s){log}")
 
 
-def child_env(**extra) -> dict:
+def child_env(settings="tests.faults.settings", **extra) -> dict:
     """The environment of a child process using this test's database."""
     env = dict(os.environ)
     env.update(
-        DJANGO_SETTINGS_MODULE="tests.faults.settings",
+        DJANGO_SETTINGS_MODULE=settings,
         FAULTS_DATABASE_NAME=connection.settings_dict["NAME"],
         PYTHONPATH=str(ROOT),
         **extra,
@@ -84,7 +84,9 @@ def kill_group(process, timeout=10.0):
 
 
 @contextmanager
-def gunicorn(workers=1, timeout=30):
+def gunicorn(workers=1, timeout=30, settings="tests.faults.settings"):
+    """Serve ``settings`` (a module based on tests.faults.settings) on a free
+    port; yield its base URL."""
     port = free_port()
     process = subprocess.Popen(
         [
@@ -104,7 +106,7 @@ def gunicorn(workers=1, timeout=30):
             "warning",
         ],
         cwd=ROOT,
-        env=child_env(),
+        env=child_env(settings),
     )
     try:
         wait_for_port(port)

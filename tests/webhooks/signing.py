@@ -75,10 +75,17 @@ def standard_headers(body, secret=STANDARD_SECRET, msg_id="evt_1", timestamp=Non
     }
 
 
-def hmac_headers(body, secret=HMAC_SECRET, delivery_id="evt_1", event="ping"):
-    digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return {
-        "X-Signature": digest,
+def hmac_headers(
+    body, secret=HMAC_SECRET, delivery_id="evt_1", event="ping", timestamp=None
+):
+    """The generic verifier's defaults; with ``timestamp``, "<t>.<body>" is
+    signed and sent in X-Webhook-Timestamp (OPTIONS TIMESTAMP_HEADER)."""
+    signed = body if timestamp is None else f"{timestamp}.".encode() + body
+    headers = {
+        "X-Signature": hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest(),
         "X-Webhook-Id": delivery_id,
         "X-Webhook-Event": event,
     }
+    if timestamp is not None:
+        headers["X-Webhook-Timestamp"] = str(timestamp)
+    return headers

@@ -156,6 +156,25 @@ def test_rejections_list_renders(client, operator):
     assert client.get("/admin/webhooks/webhookrejection/").status_code == 200
 
 
+def test_the_reason_filter_offers_and_finds_replayed_bodies(client, operator):
+    for reason in ("replayed-body", "bad-signature"):
+        WebhookRejection.objects.count_one(
+            source="github", reason=reason, now=timezone.now()
+        )
+    grant(operator, "view_webhookrejection")
+    client.force_login(operator)
+
+    listed = client.get(
+        "/admin/webhooks/webhookrejection/", {"reason__exact": "replayed-body"}
+    )
+
+    [reasons] = [
+        spec for spec in listed.context["cl"].filter_specs if spec.title == "reason"
+    ]
+    assert ("replayed-body", "replayed-body") in reasons.lookup_choices
+    assert [r.reason for r in listed.context["cl"].result_list] == ["replayed-body"]
+
+
 def test_dashboard_shows_receipts_by_source_and_state_and_rejections(client, make_user):
     admin_user = make_user("root", is_staff=True, is_superuser=True)
     receipt("d1", "failed"), receipt("d2", "processed")

@@ -5,13 +5,15 @@ import time
 
 import pytest
 from celery.contrib.testing.worker import start_worker
+from django.db import connections, transaction
 from django.test import Client, override_settings
+from django.utils import timezone
 
 from tests.conftest import run_concurrently
 from tests.webhooks import signing
 from webhooks import processing
 from webhooks.handlers import on
-from webhooks.models import WebhookReceipt
+from webhooks.models import WebhookReceipt, WebhookRejection
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
@@ -49,6 +51,34 @@ def test_eight_concurrent_deliveries_make_one_receipt_processed_once(runs):
     assert runs == ["evt_race"]
 
 
+def test_one_body_sent_at_once_under_two_delivery_ids_makes_one_receipt(runs):
+    """GitHub does not sign X-GitHub-Delivery: the body's unique hash, in the
+    same INSERT, decides which of two racing copies is the delivery."""
+    body = signing.event_body("evt_race")
+
+    def deliver_as(index):
+        headers = signing.github_headers(body, delivery_id=f"evt_copy_{index}")
+        return (
+            Client()
+            .post(
+                "/webhooks/github/",
+                body,
+                content_type="application/json",
+                headers=headers,
+            )
+            .status_code
+        )
+
+    statuses = run_concurrently(2, deliver_as)
+
+    assert sorted(statuses) == [200, 202]
+    assert WebhookReceipt.objects.count() == 1
+    assert WebhookReceipt.objects.get().state == "processed"
+    assert len(runs) == 1
+    replays = WebhookRejection.objects.get(reason="replayed-body")
+    assert (replays.source, replays.count) == ("github", 1)
+
+
 def test_eight_concurrent_workers_run_the_handlers_once(runs, eager_celery):
     eager_celery.conf.task_always_eager = False
     body = signing.event_body("evt_race")
@@ -70,6 +100,46 @@ def test_eight_concurrent_workers_run_the_handlers_once(runs, eager_celery):
     assert runs == ["evt_race"]
     assert "processed" in states
     assert set(states) <= {"processed", processing.BUSY}
+
+
+def test_a_worker_finding_the_receipt_locked_leaves_at_once_without_running_it(runs):
+    """SKIP LOCKED is required, not merely allowed: without it, process()
+    would queue behind the lock for as long as the holder keeps it."""
+    pk = WebhookReceipt.objects.create(
+        source="github",
+        delivery_id="evt_race",
+        event_type="push",
+        body=signing.event_body("evt_race"),
+        received_at=timezone.now(),
+    ).pk
+    hold = 5.0
+    locked, release = threading.Event(), threading.Event()
+
+    def holder():
+        # Another worker in the middle of processing: the row lock, held.
+        try:
+            with transaction.atomic():
+                WebhookReceipt.objects.select_for_update().get(pk=pk)
+                locked.set()
+                release.wait(hold)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert locked.wait(10), "the holder never took the lock"
+        started = time.monotonic()
+        outcome = processing.process(pk)
+        elapsed = time.monotonic() - started
+    finally:
+        release.set()
+        thread.join(hold + 5)
+
+    assert outcome == processing.BUSY
+    assert elapsed < hold / 5
+    assert runs == []
+    assert WebhookReceipt.objects.get().state == "received"
 
 
 def test_a_real_worker_processes_a_delivery(runs, eager_celery):

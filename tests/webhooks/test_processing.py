@@ -1,6 +1,8 @@
 """Processing: once per receipt, failures recorded, redelivery retries."""
 
+import json
 from datetime import timedelta
+from urllib.parse import quote_plus
 
 import pytest
 from django.test import Client
@@ -50,6 +52,29 @@ def test_a_receipt_is_processed_by_its_handler(calls):
     done = receipt()
     assert (done.state, done.attempts, done.last_error) == ("processed", 1, "")
     assert done.processed_at is not None
+
+
+@pytest.mark.parametrize("stored", [["Content-Type", "User-Agent"], ["User-Agent"]])
+def test_a_form_encoded_github_delivery_reaches_its_handler_as_json(
+    calls, webhook_sources, stored
+):
+    webhook_sources.WEBHOOKS["SOURCES"]["github"]["HEADERS"] = stored
+    event = json.loads(signing.event_body())
+    body = b"payload=" + quote_plus(json.dumps(event)).encode()
+    response = Client().post(
+        "/webhooks/github/",
+        body,
+        content_type="application/x-www-form-urlencoded",
+        headers=signing.github_headers(body),
+    )
+    assert response.status_code == 202
+    # The body as signed; the Content-Type it came with says how to read it,
+    # and is kept even when HEADERS leaves it out.
+    assert bytes(receipt().body) == body
+    assert receipt().headers["Content-Type"] == "application/x-www-form-urlencoded"
+
+    assert processing.process(receipt().pk) == "processed"
+    assert calls[0].data == event
 
 
 def test_processing_twice_runs_the_handler_once(calls):

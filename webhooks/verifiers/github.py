@@ -17,7 +17,9 @@ class GitHubVerifier(BaseVerifier):
         )
         if scheme != "sha256" or not signature:
             raise Failed(MALFORMED_HEADER, "X-Hub-Signature-256 malformed")
-        # GitHub signs no timestamp: replays are caught by the delivery id.
+        # GitHub signs the body only, no timestamp and no header: a replay is
+        # caught by its delivery id or, under a fresh one, by its body's hash
+        # (signs_delivery_id is False).
         expected = [
             hmac.new(secret.encode(), body, hashlib.sha256).hexdigest().encode()
             for secret in self.secrets
@@ -25,7 +27,7 @@ class GitHubVerifier(BaseVerifier):
         candidate = signature.lower().encode()
         if not self.matches(expected, [candidate]):
             raise Failed(BAD_SIGNATURE)
-        return Delivery(
+        delivery = Delivery(
             delivery_id=self.identifier(
                 self.header(headers, "X-GitHub-Delivery"), "X-GitHub-Delivery"
             ),
@@ -33,3 +35,6 @@ class GitHubVerifier(BaseVerifier):
                 self.header(headers, "X-GitHub-Event"), "X-GitHub-Event"
             ),
         )
+        # A JSON object, or the form GitHub sends for "form" hooks.
+        self.json_object(body, headers)
+        return delivery

@@ -22,6 +22,8 @@ PREFIX = "whsec_"
 class StandardWebhooksVerifier(BaseVerifier):
     headers = ("webhook-id", "webhook-timestamp", "webhook-signature")
     signature_headers = ("webhook-signature",)
+    # The signed text starts with webhook-id.
+    signs_delivery_id = True
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -52,7 +54,7 @@ class StandardWebhooksVerifier(BaseVerifier):
         ]
         if not self.matches(expected, signatures):
             raise Failed(BAD_SIGNATURE)
-        event = self.json_object(body)
+        event = self.json_object(body, headers)
         try:
             event_type = self.identifier(event.get("type"), "event type")
         except Failed:

@@ -17,6 +17,8 @@ from .base import VerificationFailed as Failed
 class StripeVerifier(BaseVerifier):
     headers = ("Stripe-Signature",)
     signature_headers = ("Stripe-Signature",)
+    # The event id is read from the signed body.
+    signs_delivery_id = True
 
     def verify(self, body, headers):
         timestamp, signatures = _parse(self.header(headers, "Stripe-Signature"))
@@ -29,7 +31,7 @@ class StripeVerifier(BaseVerifier):
         ]
         if not self.matches(expected, signatures):
             raise Failed(BAD_SIGNATURE)
-        event = self.json_object(body)
+        event = self.json_object(body, headers)
         created = event.get("created")
         occurred_at = None
         if isinstance(created, int) and not isinstance(created, bool):

@@ -19,15 +19,21 @@ class TestGitHubVerifier(VerifierContract):
     def sign(self, body, *, secret=None, delivery_id="evt_1", timestamp=None):
         return signing.github_headers(body, secret or self.secret, delivery_id)
 
-    def test_the_documented_example_verifies(self):
+    def test_the_documented_example_verifies_and_its_text_body_is_refused(self):
         headers = {
             "X-Hub-Signature-256": DOCUMENTED_SIGNATURE,
             "X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958",
             "X-GitHub-Event": "push",
         }
-        delivery = self.make().authenticate(b"Hello, World!", headers)
-        assert delivery.delivery_id == "72d3162e-cc78-11e3-81ab-4c9367dc0958"
-        assert delivery.event_type == "push"
+        # The signature checks out; "Hello, World!" is then no JSON event.
+        self.refused(base.MALFORMED_BODY, b"Hello, World!", headers)
+        self.refused(base.BAD_SIGNATURE, b"Hello, World?", headers)
+
+    def test_a_json_delivery_says_its_id_and_event_and_no_time(self):
+        body = b'{"zen": "Keep it logically awesome."}'
+        headers = signing.github_headers(body, delivery_id="72d3", event="ping")
+        delivery = self.make().authenticate(body, headers)
+        assert (delivery.delivery_id, delivery.event_type) == ("72d3", "ping")
         assert delivery.occurred_at is None
 
     def test_our_helper_reproduces_the_documented_signature(self):
@@ -43,9 +49,9 @@ class TestGitHubVerifier(VerifierContract):
             self.make().authenticate(b"x", headers)
 
     def test_a_signature_in_upper_case_hex_verifies(self):
-        headers = {
-            "X-Hub-Signature-256": "sha256=" + DOCUMENTED_SIGNATURE[7:].upper(),
-            "X-GitHub-Delivery": "d1",
-            "X-GitHub-Event": "push",
-        }
-        assert self.make().authenticate(b"Hello, World!", headers)
+        body = self.body()
+        headers = self.sign(body)
+        headers["X-Hub-Signature-256"] = (
+            "sha256=" + headers["X-Hub-Signature-256"].removeprefix("sha256=").upper()
+        )
+        assert self.make().authenticate(body, headers)

@@ -7,6 +7,7 @@ import pytest
 
 from tests.webhooks import signing
 from tests.webhooks.verifiers.contract import VerifierContract
+from webhooks.conf import verifier_class
 from webhooks.verifiers import base
 
 
@@ -59,3 +60,27 @@ class TestHmacVerifierBase64WithTimestamp(VerifierContract):
         headers = {**self.sign(body), "X-Sig": value}
         with pytest.raises(base.VerificationFailed):
             self.make().authenticate(body, headers)
+
+
+class TestHmacVerifierRawBody:
+    """OPTIONS BODY "raw": for providers whose bodies are not JSON."""
+
+    def make(self, body_option):
+        return verifier_class("hmac")(
+            secrets=[signing.HMAC_SECRET], options={"BODY": body_option}
+        )
+
+    @pytest.mark.parametrize("body", [b"Hello, World!", b"\xff\xfe", b"[1]", b""])
+    def test_any_signed_body_verifies(self, body):
+        delivery = self.make("raw").authenticate(body, signing.hmac_headers(body))
+        assert delivery.delivery_id == "evt_1"
+
+    def test_a_tampered_body_is_still_refused(self):
+        headers = signing.hmac_headers(b"Hello, World!")
+        with pytest.raises(base.VerificationFailed) as caught:
+            self.make("raw").authenticate(b"Hello, World?", headers)
+        assert caught.value.reason == base.BAD_SIGNATURE
+
+    @pytest.mark.parametrize("value", ["xml", "JSON", None, ""])
+    def test_body_is_json_or_raw(self, value):
+        assert self.make(value).check() == ["OPTIONS['BODY'] must be 'json' or 'raw'"]

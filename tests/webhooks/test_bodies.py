@@ -1,0 +1,235 @@
+"""Bodies: read within the limit (411, 413, 415), and read as the JSON event."""
+
+import io
+import json
+import uuid
+from urllib.parse import quote_plus
+
+import pytest
+from django.test import Client
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.webhooks import signing
+from webhooks import bodies, processing
+from webhooks.exceptions import BodyTooLarge, EncodedBody, LengthRequired
+from webhooks.handlers import on
+from webhooks.models import WebhookReceipt
+
+FORM = "application/x-www-form-urlencoded"
+
+
+class _Request:
+    """What bodies.read() uses of a request: META, and read() for its body."""
+
+    def __init__(self, body=b"", **meta):
+        self.META = meta
+        self.stream = io.BytesIO(body)
+        self.asked = []
+
+    def read(self, size):
+        self.asked.append(size)
+        return self.stream.read(size)
+
+
+class _Endless(_Request):
+    """A body whose Content-Length lies low and whose stream never ends."""
+
+    def read(self, size):
+        self.asked.append(size)
+        return b"x" * size
+
+
+class _Trickle(io.BytesIO):
+    """A de-chunked input that hands over at most three bytes a read."""
+
+    def read(self, size=-1):
+        return super().read(min(size, 3))
+
+
+def test_the_body_is_never_read_past_the_limit():
+    request = _Endless(CONTENT_LENGTH="10")
+    with pytest.raises(BodyTooLarge):
+        bodies.read(request, 64)
+    assert request.asked == [65]
+
+
+def test_a_huge_declared_length_is_refused_unread():
+    request = _Endless(CONTENT_LENGTH=str(10**12))
+    with pytest.raises(BodyTooLarge):
+        bodies.read(request, 64)
+    assert request.asked == []
+
+
+def test_a_chunked_body_the_server_ended_is_read_from_its_input():
+    request = _Request(
+        HTTP_TRANSFER_ENCODING="chunked",
+        **{"wsgi.input": _Trickle(b"0123456789"), "wsgi.input_terminated": True},
+    )
+    assert bodies.read(request, 64) == b"0123456789"
+    assert request.asked == []  # Django's view of it would be empty
+
+
+def test_a_chunked_body_is_read_no_further_than_the_limit():
+    stream = _Trickle(b"x" * 100)
+    request = _Request(
+        HTTP_TRANSFER_ENCODING="chunked",
+        **{"wsgi.input": stream, "wsgi.input_terminated": True},
+    )
+    with pytest.raises(BodyTooLarge):
+        bodies.read(request, 64)
+    assert stream.tell() == 65
+
+
+def test_a_chunked_body_without_an_ended_input_needs_a_content_length():
+    # wsgiref (runserver) passes the socket on: its end cannot be known.
+    request = _Request(
+        HTTP_TRANSFER_ENCODING="chunked", **{"wsgi.input": io.BytesIO(b"{}")}
+    )
+    with pytest.raises(LengthRequired):
+        bodies.read(request, 64)
+
+
+def test_a_chunked_body_under_asgi_is_the_request_body():
+    request = _Request(b"{}", HTTP_TRANSFER_ENCODING="chunked")
+    assert bodies.read(request, 64) == b"{}"
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br", "GZIP", "gzip, identity"])
+def test_a_compressed_body_is_refused_unread(coding):
+    request = _Request(b"\x1f\x8b", CONTENT_LENGTH="2", HTTP_CONTENT_ENCODING=coding)
+    with pytest.raises(EncodedBody):
+        bodies.read(request, 64)
+    assert request.asked == []
+
+
+def test_identity_is_no_encoding():
+    request = _Request(b"{}", CONTENT_LENGTH="2", HTTP_CONTENT_ENCODING="identity")
+    assert bodies.read(request, 64) == b"{}"
+
+
+def form(data) -> bytes:
+    return b"payload=" + quote_plus(json.dumps(data)).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (b'{"a": [1]}', "application/json"),
+        (b'{"a": [1]}', None),
+        (b'{"a": [1]}', "text/plain"),
+        (form({"a": [1]}), FORM),
+        (form({"a": [1]}), "Application/X-WWW-Form-Urlencoded; charset=utf-8"),
+    ],
+)
+def test_the_json_object_is_read_from_json_or_a_payload_form(body, content_type):
+    assert bodies.json_object(body, content_type) == {"a": [1]}
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (b"[1, 2]", "application/json"),
+        (b'"text"', "application/json"),
+        (b"Hello, World!", "application/json"),
+        (b"\xff\xfe", "application/json"),
+        (b"[" * 100_000 + b"]" * 100_000, "application/json"),
+        (b'{"a": 1}', FORM),  # JSON sent as a form
+        (form({"a": 1}), "application/json"),  # a form sent as JSON
+        (b"payload=", FORM),
+        (b"payload=%5B1%5D", FORM),  # a JSON array
+        (b"action=x", FORM),
+        (form({"a": 1}) + b"&other=1", FORM),
+        (form({"a": 1}) + b"&" + form({"a": 1}), FORM),
+        (b"payload=%ff", FORM),
+        (b"payload", FORM),
+    ],
+)
+def test_a_body_without_one_json_object_is_refused(body, content_type):
+    with pytest.raises(ValueError):
+        bodies.json_object(body, content_type)
+
+
+# Every body a verifier accepts (202) reaches its handler as a dict.
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+# Events every verifier can read: Stripe's and Standard Webhooks' ids and
+# types are in the body. The uuid keeps each example a first delivery.
+events = st.builds(
+    lambda data, created: {
+        "id": str(uuid.uuid4()),
+        "type": "thing.happened",
+        "created": created,
+        "timestamp": "2026-01-01T00:00:00+00:00",
+        "data": data,
+    },
+    json_values,
+    st.integers(min_value=0, max_value=2**40),
+)
+payloads = st.one_of(
+    st.binary(max_size=64),
+    json_values.map(lambda value: json.dumps(value).encode()),
+    events.map(lambda event: json.dumps(event).encode()),
+)
+content_types = st.sampled_from(
+    ["application/json", "application/json; charset=utf-8", FORM, "text/plain"]
+)
+
+
+def sign(source, body):
+    delivery_id = str(uuid.uuid4())
+    if source == "github":
+        return signing.github_headers(body, delivery_id=delivery_id)
+    if source == "hmac":
+        return signing.hmac_headers(body, delivery_id=delivery_id)
+    if source == "stripe":
+        return signing.stripe_headers(body)
+    return signing.standard_headers(body, msg_id=delivery_id)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("source", ["github", "stripe", "standard", "hmac"])
+def test_every_body_accepted_is_a_dict_in_the_handler(source):
+    seen = []
+
+    def record(event):
+        seen.append(event.data)
+
+    accepted = []
+
+    @settings(
+        max_examples=150,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    @given(payload=payloads, as_form=st.booleans(), content_type=content_types)
+    def deliver(payload, as_form, content_type):
+        body = b"payload=" + quote_plus(payload).encode() if as_form else payload
+        response = Client().post(
+            f"/webhooks/{source}/",
+            data=body,
+            content_type=content_type,
+            headers=sign(source, body),
+        )
+        assert response.status_code in (202, 200, 400), response.content
+        if response.status_code != 202:
+            return
+        receipt = WebhookReceipt.objects.get(
+            delivery_id=json.loads(response.content)["delivery_id"], source=source
+        )
+        on(source, receipt.event_type)(record)
+        processing.process(receipt.pk)
+        accepted.append(receipt.pk)
+        assert isinstance(seen[-1], dict), (body, content_type)
+
+    deliver()
+    # The property held for real deliveries, not only for refusals.
+    assert len(accepted) > 10
+    assert len(seen) == len(accepted)
