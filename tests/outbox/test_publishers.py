@@ -1,5 +1,6 @@
 """Every publisher passes one contract, against the real brokers."""
 
+import contextlib
 import uuid
 
 import pytest
@@ -17,6 +18,7 @@ from outbox.publishers import (
 )
 
 from .conftest import AMQP_URL, DEAD_REDIS_URL, REDIS_URL
+from .proxy import cuttable
 
 DEAD_AMQP_URL = "amqp://guest:guest@127.0.0.1:1//"
 
@@ -44,6 +46,12 @@ class PublisherContract:
         raise NotImplementedError
 
     def make_broken_publisher(self) -> BasePublisher:
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def cuttable_publisher(self):
+        """Yield a publisher and a context manager during which its broker
+        cannot be reached."""
         raise NotImplementedError
 
     def receive(self, count) -> list[dict]:
@@ -79,9 +87,15 @@ class PublisherContract:
             publisher.publish(make_message())
 
     def test_a_publisher_recovers_after_a_failure(self):
-        with self.make_publisher() as publisher:
-            publisher.publish(make_message())
-        self.receive(1)
+        before, lost, after = make_message(), make_message(), make_message()
+        with self.cuttable_publisher() as (publisher, outage), publisher:
+            publisher.publish(before)
+            with outage(), pytest.raises(PublishError):
+                publisher.publish(lost)
+            publisher.publish(after)  # the same publisher, once the broker is back
+
+        got = self.receive(2)
+        assert [g["message_id"] for g in got] == [str(before.id), str(after.id)]
 
 
 class TestBasePublisher:
@@ -101,6 +115,16 @@ class TestInMemoryPublisher(PublisherContract):
     def make_broken_publisher(self):
         InMemoryPublisher.failing = True
         return InMemoryPublisher()
+
+    @contextlib.contextmanager
+    def cuttable_publisher(self):
+        @contextlib.contextmanager
+        def outage():
+            InMemoryPublisher.failing = True
+            yield
+            InMemoryPublisher.failing = False
+
+        yield InMemoryPublisher(), outage
 
     def receive(self, count):
         assert len(self.sent) == count
@@ -132,10 +156,15 @@ class KombuContract(PublisherContract):
             self.queue(conn.channel()).delete()
             self.exchange(conn.channel()).delete()
 
-    def make_publisher(self):
+    def make_publisher(self, url=None):
         return KombuPublisher(
-            url=self.url, exchange=self.exchange.name, declare=(self.queue,)
+            url=url or self.url, exchange=self.exchange.name, declare=(self.queue,)
         )
+
+    @contextlib.contextmanager
+    def cuttable_publisher(self):
+        with cuttable(self.url) as proxy:
+            yield self.make_publisher(proxy.url), proxy.cut
 
     def make_broken_publisher(self):
         return KombuPublisher(url=self.dead_url, exchange=self.exchange.name)
@@ -214,6 +243,11 @@ class TestCeleryTaskPublisher(PublisherContract):
 
     def make_broken_publisher(self):
         return self.make_publisher(DEAD_REDIS_URL)
+
+    @contextlib.contextmanager
+    def cuttable_publisher(self):
+        with cuttable(REDIS_URL) as proxy:
+            yield self.make_publisher(proxy.url), proxy.cut
 
     def receive(self, count):
         got = []
