@@ -30,6 +30,7 @@ class OutboxConfig(AppConfig):
         console.register_panel(ops.panel)
         console.register_series(_("events published"), ops.published_per_hour)
         register(checks.check_publisher)
+        register(checks.check_destination)
         register(checks.check_relays)
         setting_changed.connect(
             outbox_settings.on_setting_changed, dispatch_uid="outbox-conf"
