@@ -238,7 +238,7 @@ def _parse_versions(text: str) -> dict[int, int]:
     seen = {}
     for token in text.split():
         pk, _, attempts = token.partition(":")
-        if pk.isdigit() and attempts.isdigit():
+        if pk.isdecimal() and attempts.isdecimal():
             seen[int(pk)] = int(attempts)
     return seen
 

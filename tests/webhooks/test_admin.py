@@ -173,14 +173,16 @@ def test_force_reprocess_asks_for_confirmation_first(
     assert LogEntry.objects.get().change_message.startswith("Forced reprocessing")
 
 
+@pytest.mark.parametrize("versions", [None, "", "x:1 ²:² 1: :", "{pk}:7"])
 def test_force_reprocess_without_the_pages_versions_reopens_nothing(
-    client, operator, ran, act
+    client, operator, ran, act, versions
 ):
-    done = receipt("d1", "processed")
+    done = receipt("d1", "processed", attempts=1)
     grant(operator, "reprocess_webhookreceipt")
     client.force_login(operator)
+    extra = {} if versions is None else {"versions": versions.format(pk=done.pk)}
 
-    answer = act("force_reprocess", done, post="yes")
+    answer = act("force_reprocess", done, post="yes", **extra)
 
     assert ran == []
     assert "Skipped 1 receipt not processed" in answer.content.decode()
