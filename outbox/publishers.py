@@ -63,9 +63,9 @@ class KombuPublisher(BasePublisher):
     routing key.
 
     The queues in ``declare`` (``kombu.Queue`` objects) are declared and bound
-    before the first publish. Without them, the default queue is: durable,
-    named after the exchange and bound with ``#`` (every routing key), so
-    events wait there until a consumer reads them. ``default_queue=False``
+    before the first publish. Without them, the default queue is declared:
+    durable, named after the exchange and bound with ``#`` (every routing
+    key), so events wait there until a consumer reads them. ``default_queue=False``
     declares nothing: the consumers' own queues must be bound, or every
     publish fails.
     """
