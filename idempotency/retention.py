@@ -30,7 +30,8 @@ def purgeable_counts(now=None, *, cap=None) -> dict[str, int]:
 def purge(
     *, only=None, batch_size=DEFAULT_BATCH_SIZE, dry_run=False, now=None, progress=None
 ) -> dict[str, int]:
-    """Delete every registered kind's purgeable rows; return counts per kind.
+    """Delete the purgeable rows of the kinds in ``only`` (every registered kind
+    when it is None); return counts per kind.
 
     Each batch is its own short transaction and re-checks the kind's filter,
     so a row that changed since it was selected (a receipt reprocessed, a key
@@ -40,6 +41,9 @@ def purge(
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     kinds = contributions.retention_kinds()
+    if only is not None and not only:
+        # An empty choice (``--only ""``) is a mistake, never "every kind".
+        raise ValueError(f"Choose at least one kind: {', '.join(kinds)}.")
     unknown = set(only or ()) - set(kinds)
     if unknown:
         raise ValueError(

@@ -1,6 +1,7 @@
 """Outbox messages in the operations console."""
 
 from django.contrib import admin
+from django.db import transaction
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
@@ -10,10 +11,12 @@ from idempotency.console.admin import (
     AgeFilter,
     InputFilter,
     ReadOnlyAdmin,
+    lock_unchanged,
     log_action,
     pretty_json,
 )
 
+from .api import _kick_on_commit
 from .models import OutboxMessage
 
 State = OutboxMessage.State
@@ -111,22 +114,29 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
     )
     def requeue(self, request, queryset):
         # The same row, so the same message id: downstream inboxes dedupe a
-        # message that did reach them. Published messages are left alone.
-        now = clock.now()
-        chosen = list(queryset.filter(Q(state=State.DEAD) | _retrying()))
-        messages_ = OutboxMessage.objects
-        revived = (
-            messages_.filter(pk__in=[m.pk for m in chosen if m.state == State.DEAD])
-            .dead()
-            .requeue(now)
-        )
-        hurried = (
-            messages_.filter(pk__in=[m.pk for m in chosen if m.state == State.PENDING])
-            .filter(_retrying())
-            .update(available_at=now)
-        )
-        log_action(request, chosen, "Requeued outbox message (same message id).")
-        done = revived + hurried
+        # message that did reach them. Published messages are left alone, and
+        # so is a message a relay holds right now (it is being published).
+        using = queryset.db
+        with transaction.atomic(using=using):
+            chosen = lock_unchanged(
+                queryset, Q(state=State.DEAD) | (_retrying() & Q(locked_until=None))
+            )
+            # The clock is read with the rows locked: a message a concurrent
+            # requeue hurried is due by now, and is not hurried again.
+            now = clock.now()
+            dead = [m for m in chosen if m.state == State.DEAD]
+            waiting = [
+                m for m in chosen if m.state != State.DEAD and m.available_at > now
+            ]
+            messages_ = OutboxMessage.objects.using(using)
+            messages_.filter(pk__in=[m.pk for m in dead]).requeue(now)
+            messages_.filter(pk__in=[m.pk for m in waiting]).update(available_at=now)
+            requeued = dead + waiting
+            log_action(request, requeued, "Requeued outbox message (same message id).")
+            if requeued:
+                # Publish them now, not at the next beat.
+                _kick_on_commit(using)
+        done = len(requeued)
         skipped = queryset.count() - done
         self.report(
             request,
@@ -136,8 +146,10 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
                 "Requeued %(count)d message.", "Requeued %(count)d messages.", done
             ),
             ngettext(
-                "%(count)d was published or already queued and was left alone.",
-                "%(count)d were published or already queued and were left alone.",
+                "%(count)d was published, already queued or being published, "
+                "and was left alone.",
+                "%(count)d were published, already queued or being published, "
+                "and were left alone.",
                 skipped,
             ),
         )

@@ -68,8 +68,8 @@ def record(
             # CDC reads the INSERT from the WAL; the table stays empty and the
             # row is never updated. Same transaction, so nothing is lost.
             OutboxMessage.objects.using(using).filter(pk=message_id).delete()
-        elif outbox_settings.KICK_ON_COMMIT:
-            _kick_on_commit(connection, using)
+        else:
+            _kick_on_commit(using)
     return message_id
 
 
@@ -88,8 +88,13 @@ def _lock_aggregate(connection, aggregate_type, aggregate_id):
         )
 
 
-def _kick_on_commit(connection, using):
+def _kick_on_commit(using):
+    """Send the relay task once the current transaction commits (unless
+    KICK_ON_COMMIT is off); the console's requeue kicks it the same way."""
+    if not outbox_settings.KICK_ON_COMMIT:
+        return
     # One kick per transaction, however many events it recorded.
+    connection = connections[using]
     if any(entry[1] is _kickers.get(using) for entry in connection.run_on_commit):
         return
     kicker = _kickers.setdefault(using, _Kick(using))

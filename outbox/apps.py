@@ -21,6 +21,7 @@ class OutboxConfig(AppConfig):
 
         checks.register(outbox_checks.check_settings)
         checks.register(outbox_checks.check_publisher)
+        checks.register(outbox_checks.check_destination)
         checks.register(outbox_checks.check_relays)
         checks.register(outbox_checks.check_relay_kick)
         checks.register(outbox_checks.check_base_app)

@@ -62,6 +62,30 @@ def check_publisher(app_configs=None, **kwargs):
     return []
 
 
+def check_destination(app_configs=None, **kwargs):
+    """A KombuPublisher that declares no queue publishes nowhere until a
+    consumer binds one: every publish fails meanwhile."""
+    from .publishers import KombuPublisher
+    from .relay import make_publisher
+
+    try:
+        if outbox_settings.RELAY == DEBEZIUM:
+            return []
+        publisher = make_publisher()
+    except (ImproperlyConfigured, ImportError, TypeError, ValueError):
+        return []  # reported by check_settings and check_publisher
+    if isinstance(publisher, KombuPublisher) and not publisher.destinations():
+        return [
+            Warning(
+                "The outbox's KombuPublisher declares no queue to publish into.",
+                hint="Until a consumer binds a queue, every publish fails; keep "
+                "default_queue=True or give declare=[Queue(...)].",
+                id="outbox.W002",
+            )
+        ]
+    return []
+
+
 def check_relays(app_configs=None, **kwargs):
     """Debezium and our relay on one table would publish every event twice and
     fight over the rows; refuse it."""

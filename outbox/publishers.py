@@ -52,9 +52,23 @@ def envelope(message) -> tuple[object, dict]:
 
 
 class KombuPublisher(BasePublisher):
-    """Publish to a broker through kombu: RabbitMQ (with publisher confirms) or
-    Redis. The kombu ``message_id`` is the outbox id; the routing key is the
-    aggregate type, on a topic exchange."""
+    """Publish to a broker through kombu: RabbitMQ or Redis. The kombu
+    ``message_id`` is the outbox id; the routing key is the aggregate type, on
+    a topic exchange.
+
+    "Published" means a queue holds the message. On RabbitMQ every publish is
+    confirmed and ``mandatory``: a message no queue is bound for comes back
+    (basic.return) and the publish raises. On Redis, where kombu drops such a
+    message without a word, the publish raises when no queue is bound for its
+    routing key.
+
+    The queues in ``declare`` (``kombu.Queue`` objects) are declared and bound
+    before the first publish. Without them, the default queue is declared:
+    durable, named after the exchange and bound with ``#`` (every routing
+    key), so events wait there until a consumer reads them. ``default_queue=False``
+    declares nothing: the consumers' own queues must be bound, or every
+    publish fails.
+    """
 
     def __init__(
         self,
@@ -66,6 +80,7 @@ class KombuPublisher(BasePublisher):
         transport_options: dict | None = None,
         connect_timeout: float = 5,
         declare: tuple = (),
+        default_queue: bool = True,
     ):
         self.url = url
         self.exchange_name = exchange
@@ -73,11 +88,13 @@ class KombuPublisher(BasePublisher):
         self.confirm_publish = confirm_publish
         self.transport_options = transport_options or {}
         self.connect_timeout = connect_timeout
-        # Queues to declare (and bind) before publishing, kombu.Queue objects.
         self.declare = tuple(declare)
+        self.default_queue = default_queue
         self.connection = None
         self.producer = None
         self._down_until = 0.0
+        # Message id -> why the broker returned it; see _on_return().
+        self._returned = {}
 
     def get_url(self) -> str:
         if self.url:
@@ -89,16 +106,35 @@ class KombuPublisher(BasePublisher):
     def is_amqp(self) -> bool:
         return urlsplit(self.get_url()).scheme.split("+")[0] in AMQP_SCHEMES
 
+    def get_exchange(self):
+        from kombu import Exchange
+
+        return Exchange(self.exchange_name, type=self.exchange_type, durable=True)
+
+    def destinations(self) -> tuple:
+        """The queues declared and bound before the first publish."""
+        if self.declare or not self.default_queue or self.exchange_type != "topic":
+            # Only a topic exchange has a catch-all binding key.
+            return self.declare
+        from kombu import Queue
+
+        return (
+            Queue(
+                self.exchange_name,
+                self.get_exchange(),
+                routing_key="#",
+                durable=True,
+            ),
+        )
+
     def open(self):
-        from kombu import Connection, Exchange
+        from kombu import Connection
 
         options = dict(self.transport_options)
         if self.is_amqp():
             # The broker acks each publish, so "published" means it has it.
             options.setdefault("confirm_publish", self.confirm_publish)
-        self.exchange = Exchange(
-            self.exchange_name, type=self.exchange_type, durable=True
-        )
+        self.exchange = self.get_exchange()
         self.connection = Connection(
             self.get_url(),
             transport_options=options,
@@ -125,28 +161,87 @@ class KombuPublisher(BasePublisher):
             except Exception:
                 self._down_until = time.monotonic() + 1.0
                 raise
-            self.producer = self.connection.Producer(serializer="json")
+            self.producer = self.connection.Producer(
+                serializer="json",
+                on_return=None if self._is_virtual() else self._on_return,
+            )
             self.exchange(self.producer.channel).declare()
-            for queue in self.declare:
+            for queue in self.destinations():
                 queue(self.producer.channel).declare()
         return self.producer
 
+    def _is_virtual(self) -> bool:
+        # kombu's virtual transports (Redis, ...) route in the client: no
+        # confirms, no basic.return, and a message no queue is bound for is
+        # dropped.
+        from kombu.transport import virtual
+
+        return isinstance(self.connection.transport, virtual.Transport)
+
+    def _on_return(self, exception, exchange, routing_key, message):
+        # py-amqp calls it while publish() waits for the confirm: RabbitMQ
+        # sends the basic.return of a mandatory message before its ack.
+        # (Without confirms nothing waits and a return goes unseen: W001.)
+        self._returned[message.properties.get("message_id")] = exception
+
     def publish(self, message):
-        body, headers = envelope(message)
         try:
-            self._producer().publish(
-                body,
-                exchange=self.exchange,
-                routing_key=message.aggregatetype,
-                message_id=str(message.id),
-                headers=headers,
-                delivery_mode=2,
-                retry=False,
-            )
+            self._send(message)
+        except PublishError:
+            raise  # no queue took it; the connection itself is fine
         except Exception as exc:
             # The next publish reconnects rather than reuse a broken channel.
             self._reset()
             raise PublishError(f"Broker refused {message.id}: {exc}") from exc
+
+    def _send(self, message):
+        body, headers = envelope(message)
+        message_id = str(message.id)
+        producer = self._producer()
+        if self._is_virtual():
+            self._require_binding(producer.channel, message.aggregatetype)
+        producer.publish(
+            body,
+            exchange=self.exchange,
+            routing_key=message.aggregatetype,
+            message_id=message_id,
+            headers=headers,
+            delivery_mode=2,
+            # So RabbitMQ returns a message no queue is bound for instead of
+            # dropping it.
+            mandatory=True,
+            retry=False,
+        )
+        returned = self._returned.pop(message_id, None)
+        if returned is not None:
+            raise PublishError(
+                f"No queue is bound to exchange {self.exchange_name!r} for "
+                f"routing key {message.aggregatetype!r}: the broker returned "
+                f"the message ({returned})."
+            )
+
+    def _require_binding(self, channel, routing_key):
+        """Refuse what kombu's virtual transport (Redis) would drop silently:
+        a message no queue is bound for."""
+        exchange_type = channel.typeof(self.exchange_name)
+        redis = self.connection.transport.driver_type == "redis"
+        if exchange_type.type == "fanout" and redis:
+            # kombu fans out on Redis with PUBLISH: listening consumers get the
+            # message, and no queue keeps it for the others.
+            raise PublishError(
+                f"Exchange {self.exchange_name!r} is a fanout exchange on Redis: "
+                "no queue would hold the message. Use a topic exchange."
+            )
+        # The lookup kombu's delivery makes; the bindings live in the broker
+        # (a Redis set), so they include those other processes declared. A
+        # queue deleted between this check and the put loses the message, as
+        # it would lose it a moment later with the rest of its contents.
+        table = channel.get_table(self.exchange_name)
+        if not exchange_type.lookup(table, self.exchange_name, routing_key, None):
+            raise PublishError(
+                f"No queue is bound to exchange {self.exchange_name!r} for "
+                f"routing key {routing_key!r}: the broker would drop the message."
+            )
 
     def _reset(self):
         if self.connection is not None:
@@ -162,6 +257,14 @@ class CeleryTaskPublisher(BasePublisher):
     The task gets keyword arguments ``event_type``, ``aggregate_type``,
     ``aggregate_id``, ``payload`` and ``headers``; its task id is the outbox id.
     An event type without a task is a failed attempt, never a silent drop.
+
+    Celery declares the queue it sends to (``queue``, else its default queue;
+    a name it does not know is created, unless ``task_create_missing_queues``
+    is off, and then the publish fails) and sends through the default
+    exchange, which puts the message straight into that queue: on Redis too,
+    no binding is needed and nothing is dropped. A ``task_routes`` entry that
+    names an exchange and routing key instead of a queue, or a broadcast
+    queue, gives that up: on Redis such a message can vanish unseen.
     """
 
     def __init__(

@@ -1,8 +1,12 @@
 """Webhook receipts and rejection counts in the operations console."""
 
+import operator
+from functools import reduce
+
 from django.contrib import admin
 from django.contrib.admin import helpers
 from django.db import transaction
+from django.db.models import Q
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
@@ -11,6 +15,7 @@ from django.utils.translation import ngettext
 from idempotency.console.admin import (
     AgeFilter,
     ReadOnlyAdmin,
+    lock_unchanged,
     log_action,
     pretty_body,
     pretty_json,
@@ -56,10 +61,10 @@ class ReasonFilter(admin.SimpleListFilter):
         return queryset.filter(reason=self.value()) if self.value() else queryset
 
 
-def _enqueue_on_commit(pks):
+def _enqueue_on_commit(pks, using):
     enqueue = webhooks_settings.ENQUEUE
     for pk in pks:
-        transaction.on_commit(lambda pk=pk: enqueue(pk), robust=True)
+        transaction.on_commit(lambda pk=pk: enqueue(pk), using=using, robust=True)
 
 
 @admin.register(WebhookReceipt)
@@ -119,29 +124,32 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
         description=_("Replay selected received or failed receipts"),
     )
     def replay(self, request, queryset):
-        # Only what has not been processed is replayed; processing locks the
-        # receipt and skips a processed one, so a double click runs it once.
-        chosen = list(queryset.filter(state__in=REPLAYABLE))
-        queryset.model.objects.filter(
-            pk__in=[r.pk for r in chosen], state=State.FAILED
-        ).update(state=State.RECEIVED)
-        _enqueue_on_commit(r.pk for r in chosen)
-        log_action(request, chosen, "Replayed webhook receipt (enqueued again).")
-        skipped = queryset.exclude(state__in=REPLAYABLE).count()
+        # Only what has not been processed is replayed, as this request reads
+        # it: of two concurrent replays one reopens a failed receipt and the
+        # other finds it held or received. A received receipt is only enqueued
+        # again; processing locks it and skips it once processed, so its
+        # handlers still run once.
+        replayed = _reopen(
+            request,
+            queryset,
+            Q(state__in=REPLAYABLE),
+            log="Replayed webhook receipt (enqueued again).",
+        )
+        skipped = queryset.count() - len(replayed)
         self.report(
             request,
-            len(chosen),
+            len(replayed),
             skipped,
             ngettext(
                 "Replayed %(count)d receipt.",
                 "Replayed %(count)d receipts.",
-                len(chosen),
+                len(replayed),
             ),
             ngettext(
-                "Skipped %(count)d already processed receipt; use "
-                "force reprocess to run it again.",
-                "Skipped %(count)d already processed receipts; use "
-                "force reprocess to run them again.",
+                "Skipped %(count)d receipt already processed or being "
+                "processed; use force reprocess to run a processed one again.",
+                "Skipped %(count)d receipts already processed or being "
+                "processed; use force reprocess to run a processed one again.",
                 skipped,
             ),
         )
@@ -151,47 +159,93 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
         description=_("Force reprocess of selected processed receipts"),
     )
     def force_reprocess(self, request, queryset):
-        done = queryset.filter(state__in=DONE)
         if request.POST.get("post") != "yes":
             # Handlers run a second time: the operator confirms first.
-            return TemplateResponse(
-                request,
-                "admin/webhooks/force_reprocess.html",
-                {
-                    **self.admin_site.each_context(request),
-                    "title": _("Reprocess these receipts?"),
-                    "opts": self.opts,
-                    "receipts": list(done[:100]),
-                    "count": done.count(),
-                    "skipped": queryset.exclude(state__in=DONE).count(),
-                    "queryset": queryset,
-                    "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-                },
-            )
-        chosen = list(done)
-        # Conditional: a second confirmation finds them received, not done.
-        reopened = queryset.model.objects.filter(
-            pk__in=[r.pk for r in chosen], state__in=DONE
-        ).update(state=State.RECEIVED, processed_at=None)
-        _enqueue_on_commit(r.pk for r in chosen)
-        log_action(request, chosen, "Forced reprocessing of webhook receipt.")
-        skipped = queryset.count() - reopened
+            return self._confirm_reprocess(request, queryset)
+        # Only the receipts still as the page showed them: processing bumps
+        # attempts, so a second submit of the page (or a concurrent one)
+        # finds them reopened or processed again and leaves them alone.
+        seen = _parse_versions(request.POST.get("versions", ""))
+        reopened = _reopen(
+            request,
+            queryset,
+            Q(state__in=DONE),
+            _as_seen(seen),
+            log="Forced reprocessing of webhook receipt.",
+        )
+        skipped = queryset.count() - len(reopened)
         self.report(
             request,
-            reopened,
+            len(reopened),
             skipped,
             ngettext(
                 "Queued %(count)d receipt for reprocessing.",
                 "Queued %(count)d receipts for reprocessing.",
-                reopened,
+                len(reopened),
             ),
             ngettext(
-                "Skipped %(count)d receipt not processed yet.",
-                "Skipped %(count)d receipts not processed yet.",
+                "Skipped %(count)d receipt not processed, or changed since "
+                "the confirmation page was shown.",
+                "Skipped %(count)d receipts not processed, or changed since "
+                "the confirmation page was shown.",
                 skipped,
             ),
         )
         return None
+
+    def _confirm_reprocess(self, request, queryset):
+        done = queryset.filter(state__in=DONE)
+        return TemplateResponse(
+            request,
+            "admin/webhooks/force_reprocess.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": _("Reprocess these receipts?"),
+                "opts": self.opts,
+                "receipts": list(done[:100]),
+                "count": done.count(),
+                "skipped": queryset.exclude(state__in=DONE).count(),
+                "queryset": queryset,
+                # The version of each receipt the operator is shown.
+                "versions": " ".join(
+                    f"{pk}:{attempts}"
+                    for pk, attempts in done.values_list("pk", "attempts")
+                ),
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            },
+        )
+
+
+def _reopen(request, queryset, *conditions, log: str) -> list[WebhookReceipt]:
+    """Reopen the receipts of ``queryset`` meeting ``conditions`` (received, to
+    be processed again), log them, enqueue them after the commit; return them."""
+    with transaction.atomic(using=queryset.db):
+        reopened = lock_unchanged(queryset, *conditions)
+        WebhookReceipt.objects.using(queryset.db).filter(
+            pk__in=[r.pk for r in reopened]
+        ).update(state=State.RECEIVED, processed_at=None)
+        log_action(request, reopened, log)
+        _enqueue_on_commit((r.pk for r in reopened), queryset.db)
+    return reopened
+
+
+def _parse_versions(text: str) -> dict[int, int]:
+    """Read the confirmation page's "pk:attempts pk:attempts ..."."""
+    seen = {}
+    for token in text.split():
+        pk, _, attempts = token.partition(":")
+        if pk.isdecimal() and attempts.isdecimal():
+            seen[int(pk)] = int(attempts)
+    return seen
+
+
+def _as_seen(seen: dict[int, int]) -> Q:
+    """Receipts whose attempts are still those of ``seen`` (none if empty)."""
+    return reduce(
+        operator.or_,
+        (Q(pk=pk, attempts=attempts) for pk, attempts in seen.items()),
+        Q(pk__in=[]),
+    )
 
 
 @admin.register(WebhookRejection)

@@ -92,6 +92,18 @@ def pretty_body(raw) -> str:
         return format_html('<pre class="once-json">{}</pre>', text)
 
 
+def lock_unchanged(queryset, *conditions) -> list:
+    """Lock and return the rows of ``queryset`` that still meet ``conditions``
+    (Q objects: the state an action acts on, the version the operator saw).
+
+    Call it inside ``transaction.atomic()``: the rows stay as returned until
+    the action's transaction ends, so what it changes is what it checked.
+    SKIP LOCKED: a row another submit or a worker holds right now is changing;
+    it is left to that one rather than waited for and changed twice.
+    """
+    return list(queryset.filter(*conditions).select_for_update(skip_locked=True))
+
+
 def log_action(request, objects, message: str) -> None:
     """Record an operator's action on each object in the admin log."""
     objects = list(objects)

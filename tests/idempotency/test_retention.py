@@ -110,11 +110,17 @@ def test_command_dry_run_and_progress(mixed_records):
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--only", "nope"], "nope"), (["--batch-size", "0"], "at least 1")],
+    [
+        (["--only", "nope"], "nope"),
+        (["--only", ""], "at least one kind: idempotency, "),
+        (["--only", ","], "at least one kind: idempotency, "),
+        (["--batch-size", "0"], "at least 1"),
+    ],
 )
-def test_command_refuses_bad_options_readably(args, message):
+def test_command_refuses_bad_options_readably(args, message, mixed_records):
     with pytest.raises(CommandError, match=message):
         call_command("purge_idempotency", *args)
+    assert len(remaining_keys()) == 5  # nothing deleted
 
 
 def test_celery_task_runs_the_same_purge(mixed_records):

@@ -17,6 +17,16 @@ def sent():
 
 
 @pytest.fixture
+def eager_celery():
+    """Run sent tasks (the relay's kick) in the sending thread."""
+    from project.celery import app
+
+    app.conf.task_always_eager = True
+    yield app
+    app.conf.task_always_eager = False
+
+
+@pytest.fixture
 def make_messages():
     """Record ``count`` committed-looking events fast (one bulk insert)."""
     from idempotency import clock

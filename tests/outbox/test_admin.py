@@ -1,15 +1,18 @@
 """Outbox messages in the console: requeue keeps the message id, repeats safely."""
 
+import re
 from datetime import timedelta
 
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from idempotency import retention
-from outbox import relay
+from outbox import relay, tasks
 from outbox.models import OutboxMessage
+from tests.conftest import run_concurrently
 
 pytestmark = pytest.mark.django_db
 
@@ -29,6 +32,10 @@ def requeue(client, *messages):
         {"action": "requeue", "_selected_action": [m.pk for m in messages]},
         follow=True,
     )
+
+
+def grant_requeue(user):
+    user.user_permissions.add(Permission.objects.get(codename="requeue_outboxmessage"))
 
 
 def test_lists_filters_search_and_detail_render(client, operator, make_messages):
@@ -66,15 +73,15 @@ def test_requeue_revives_dead_and_hurries_failing_with_the_same_id(
     (dead,) = make_messages(1, state="dead", attempts=10, last_error="down")
     (failing,) = make_messages(1, attempts=3, last_error="down", available_at=later)
     (published,) = make_messages(1, state="published", published_at=timezone.now())
-    operator.user_permissions.add(
-        Permission.objects.get(codename="requeue_outboxmessage")
-    )
+    grant_requeue(operator)
     client.force_login(operator)
 
     answer = requeue(client, dead, failing, published)
 
     assert "Requeued 2 messages." in answer.content.decode()
-    assert "1 was published or already queued" in answer.content.decode()
+    assert "1 was published, already queued or being published" in (
+        answer.content.decode()
+    )
     assert LogEntry.objects.filter(user=operator).count() == 2
     relay.drain()
     assert {m.id for m in sent} == {str(dead.pk), str(failing.pk)}
@@ -82,6 +89,83 @@ def test_requeue_revives_dead_and_hurries_failing_with_the_same_id(
 
     again = requeue(client, dead, failing)  # a double click after the drain
     assert "Requeued 0 messages." in again.content.decode()
+
+
+def test_requeue_leaves_a_message_a_relay_holds_right_now(
+    client, operator, make_messages
+):
+    make_messages(1, attempts=3, last_error="down")
+    # A relay claims it to publish it: leased, and due only after the lease.
+    [claimed] = relay.claim(1)
+    grant_requeue(operator)
+    client.force_login(operator)
+
+    answer = requeue(client, claimed)
+
+    assert "Requeued 0 messages." in answer.content.decode()
+    row = OutboxMessage.objects.get()
+    assert (row.attempts, row.locked_until) == (4, claimed.locked_until)
+
+
+@override_settings(
+    OUTBOX={"PUBLISHER": "outbox.publishers.InMemoryPublisher", "KICK_ON_COMMIT": True}
+)
+def test_requeue_kicks_the_relay_which_publishes_at_once(
+    client,
+    operator,
+    make_messages,
+    sent,
+    eager_celery,
+    monkeypatch,
+    django_capture_on_commit_callbacks,
+):
+    kicks = []
+    real = tasks.relay.apply_async
+    monkeypatch.setattr(
+        tasks.relay, "apply_async", lambda *a, **kw: kicks.append(1) or real(*a, **kw)
+    )
+    (dead,) = make_messages(1, state="dead", attempts=20, last_error="down")
+    grant_requeue(operator)
+    client.force_login(operator)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        requeue(client, dead)
+
+    # No drain here: the kick ran the relay task, which published it.
+    assert [m.id for m in sent] == [str(dead.pk)]
+    assert OutboxMessage.objects.get().state == "published"
+    assert kicks == [1]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        requeue(client, dead)  # a second click: nothing changed, nothing sent
+    assert kicks == [1]
+    assert len(sent) == 1
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_requeues_change_each_message_once(operator, make_messages):
+    later = timezone.now() + timedelta(hours=1)
+    (dead,) = make_messages(1, state="dead", attempts=20, last_error="down")
+    (failing,) = make_messages(1, attempts=3, last_error="down", available_at=later)
+    grant_requeue(operator)
+
+    def submit(_index):
+        client = Client()
+        client.force_login(operator)
+        return requeue(client, dead, failing).content.decode()
+
+    answers = run_concurrently(2, submit)
+
+    # Each message was requeued by one of them (SKIP LOCKED may split them).
+    counts = [int(re.search(r"Requeued (\d+) message", a)[1]) for a in answers]
+    assert sum(counts) == 2
+    logged = LogEntry.objects.values_list("object_id", flat=True)
+    assert sorted(logged) == sorted([str(dead.pk), str(failing.pk)])
+    dead.refresh_from_db()
+    assert (dead.state, dead.requeued_at_attempt) == ("pending", 20)
+    failing.refresh_from_db()
+    assert failing.available_at < later
 
 
 def test_dashboard_shows_backlog_lag_and_dead(client, make_user, make_messages):

@@ -92,15 +92,6 @@ def test_debezium_mode_inserts_and_deletes_in_one_transaction_never_updates():
     assert Widget.objects.count() == 1
 
 
-@pytest.fixture
-def eager_celery():
-    from project.celery import app
-
-    app.conf.task_always_eager = True
-    yield app
-    app.conf.task_always_eager = False
-
-
 def test_the_commit_kicks_the_relay_once(monkeypatch, sent, eager_celery):
     from outbox import tasks
 

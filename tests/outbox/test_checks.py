@@ -2,6 +2,7 @@
 
 import pytest
 from django.test.utils import override_settings
+from kombu import Queue
 
 from outbox import checks
 
@@ -14,6 +15,7 @@ def all_checks():
     return [
         *checks.check_settings(),
         *checks.check_publisher(),
+        *checks.check_destination(),
         *checks.check_relays(),
     ]
 
@@ -105,6 +107,26 @@ def test_w001_rabbitmq_without_publisher_confirms():
     redis = {"url": "redis://127.0.0.1:6379/11", "confirm_publish": False}
     with override_settings(OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": redis}):
         assert ids(checks.check_publisher()) == []  # Redis has no confirms
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({}, []),  # the default queue
+        ({"declare": [Queue("billing")]}, []),
+        ({"default_queue": False}, ["outbox.W002"]),
+        ({"exchange_type": "direct"}, ["outbox.W002"]),
+    ],
+)
+def test_w002_a_kombu_publisher_without_a_destination_queue(options, expected):
+    publisher = "outbox.publishers.KombuPublisher"
+    outbox = {"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}
+    with override_settings(OUTBOX=outbox):
+        assert ids(checks.check_destination()) == expected
+    with override_settings(OUTBOX={**outbox, "RELAY": "debezium"}):
+        assert ids(checks.check_destination()) == []  # no relay, no publisher
+    with override_settings(OUTBOX={**outbox, "PUBLISHER_OPTIONS": {"colour": 1}}):
+        assert ids(checks.check_destination()) == []  # that is E005
 
 
 def test_e006_debezium_and_the_celery_relay_on_one_table():

@@ -1,12 +1,16 @@
 """Every publisher passes one contract, against the real brokers."""
 
+import contextlib
 import uuid
 
 import pytest
-import redis
+from celery import Celery
+from django.db import transaction
 from django.utils import timezone
 from kombu import Connection, Exchange, Queue
 
+from outbox import relay
+from outbox.api import record
 from outbox.exceptions import OutboxConfigurationError, PublishError
 from outbox.models import OutboxMessage
 from outbox.publishers import (
@@ -17,6 +21,7 @@ from outbox.publishers import (
 )
 
 from .conftest import AMQP_URL, DEAD_REDIS_URL, REDIS_URL
+from .proxy import cuttable
 
 DEAD_AMQP_URL = "amqp://guest:guest@127.0.0.1:1//"
 
@@ -44,6 +49,12 @@ class PublisherContract:
         raise NotImplementedError
 
     def make_broken_publisher(self) -> BasePublisher:
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def cuttable_publisher(self):
+        """Yield a publisher and a context manager during which its broker
+        cannot be reached."""
         raise NotImplementedError
 
     def receive(self, count) -> list[dict]:
@@ -79,9 +90,15 @@ class PublisherContract:
             publisher.publish(make_message())
 
     def test_a_publisher_recovers_after_a_failure(self):
-        with self.make_publisher() as publisher:
-            publisher.publish(make_message())
-        self.receive(1)
+        before, lost, after = make_message(), make_message(), make_message()
+        with self.cuttable_publisher() as (publisher, outage), publisher:
+            publisher.publish(before)
+            with outage(), pytest.raises(PublishError):
+                publisher.publish(lost)
+            publisher.publish(after)  # the same publisher, once the broker is back
+
+        got = self.receive(2)
+        assert [g["message_id"] for g in got] == [str(before.id), str(after.id)]
 
 
 class TestBasePublisher:
@@ -102,6 +119,16 @@ class TestInMemoryPublisher(PublisherContract):
         InMemoryPublisher.failing = True
         return InMemoryPublisher()
 
+    @contextlib.contextmanager
+    def cuttable_publisher(self):
+        @contextlib.contextmanager
+        def outage():
+            InMemoryPublisher.failing = True
+            yield
+            InMemoryPublisher.failing = False
+
+        yield InMemoryPublisher(), outage
+
     def receive(self, count):
         assert len(self.sent) == count
         return [
@@ -113,6 +140,32 @@ class TestInMemoryPublisher(PublisherContract):
             }
             for m in self.sent
         ]
+
+
+def delete_queues(url, *queues):
+    """Delete ``queues`` and their exchanges from the broker at ``url``."""
+    with Connection(url) as conn:
+        channel = conn.default_channel
+        for queue in queues:
+            # Declared first: on Redis, kombu deletes only the bindings this
+            # connection knows.
+            bound = queue(channel)
+            bound.declare()
+            bound.delete()
+            queue.exchange(channel).delete()
+
+
+def read_queue(url, queue, count) -> list:
+    """Read (and ack) ``count`` messages from ``queue``; fail after 5 s."""
+    got = []
+    with Connection(url) as conn:
+        simple = conn.SimpleQueue(queue)
+        for _ in range(count):
+            message = simple.get(timeout=5)
+            got.append(message)
+            message.ack()
+        simple.close()
+    return got
 
 
 class KombuContract(PublisherContract):
@@ -128,48 +181,61 @@ class KombuContract(PublisherContract):
         with Connection(self.url) as conn:
             self.queue(conn.channel()).declare()
         yield
-        with Connection(self.url) as conn:
-            self.queue(conn.channel()).delete()
-            self.exchange(conn.channel()).delete()
+        delete_queues(self.url, self.queue)
 
-    def make_publisher(self):
+    def make_publisher(self, url=None):
         return KombuPublisher(
-            url=self.url, exchange=self.exchange.name, declare=(self.queue,)
+            url=url or self.url, exchange=self.exchange.name, declare=(self.queue,)
         )
+
+    @contextlib.contextmanager
+    def cuttable_publisher(self):
+        with cuttable(self.url) as proxy:
+            yield self.make_publisher(proxy.url), proxy.cut
 
     def make_broken_publisher(self):
         return KombuPublisher(url=self.dead_url, exchange=self.exchange.name)
 
     def receive(self, count):
-        got = []
-        with Connection(self.url) as conn:
-            simple = conn.SimpleQueue(self.queue)
-            for _ in range(count):
-                message = simple.get(timeout=5)
-                got.append(
-                    {
-                        "message_id": message.properties["message_id"],
-                        "type": message.headers["type"],
-                        "payload": message.payload,
-                        "headers": message.headers,
-                    }
-                )
-                message.ack()
-            simple.close()
-        return got
+        return [
+            {
+                "message_id": message.properties["message_id"],
+                "type": message.headers["type"],
+                "payload": message.payload,
+                "headers": message.headers,
+            }
+            for message in read_queue(self.url, self.queue, count)
+        ]
+
+    def test_a_message_no_queue_is_bound_for_fails_and_the_next_goes_through(self):
+        with self.make_publisher() as publisher:
+            # Only "order" is bound: the broker would drop an invoice.
+            with pytest.raises(PublishError, match="invoice"):
+                publisher.publish(make_message(aggregatetype="invoice"))
+            publisher.publish(make_message())
+
+        [got] = self.receive(1)
+        assert got["headers"]["aggregatetype"] == "order"
 
 
 class TestKombuPublisherOnRedis(KombuContract):
     url = REDIS_URL
     dead_url = DEAD_REDIS_URL
 
-    def test_routing_is_by_aggregate_type(self):
-        with self.make_publisher() as publisher:
-            publisher.publish(make_message(aggregatetype="invoice"))
-            publisher.publish(make_message())
-        # Only the "order" binding matched; the invoice went elsewhere.
-        assert len(self.receive(1)) == 1
-        assert redis.Redis.from_url(self.url).llen(self.queue.name) == 0
+    def test_a_fanout_exchange_fails_since_redis_fans_out_without_a_queue(self):
+        fanout = Exchange(f"{self.exchange.name}-fanout", type="fanout")
+        queue = Queue(fanout.name, fanout)
+        publisher = KombuPublisher(
+            url=self.url,
+            exchange=fanout.name,
+            exchange_type="fanout",
+            declare=(queue,),
+        )
+        try:
+            with publisher, pytest.raises(PublishError, match="fanout"):
+                publisher.publish(make_message())
+        finally:
+            delete_queues(self.url, queue)
 
 
 class TestKombuPublisherOnRabbitMQ(KombuContract):
@@ -185,12 +251,96 @@ class TestKombuPublisherOnRabbitMQ(KombuContract):
     def test_a_refused_publish_on_a_live_broker_raises(self):
         # The exchange does not exist: RabbitMQ closes the channel, and with
         # confirms the publish hears of it instead of returning as if sent.
-        publisher = KombuPublisher(url=self.url, exchange="outbox-test-missing")
-        with publisher:
+        with self.make_publisher() as publisher:
             publisher._producer()
             publisher.exchange = Exchange("outbox-test-does-not-exist", type="topic")
             with pytest.raises(PublishError):
                 publisher.publish(make_message())
+
+
+class TestKombuPublisherDestinations:
+    def test_by_default_a_durable_queue_named_after_the_exchange_takes_every_key(
+        self,
+    ):
+        [queue] = KombuPublisher().destinations()
+        assert (queue.name, queue.routing_key, queue.durable) == ("outbox", "#", True)
+        assert (queue.exchange.name, queue.exchange.type) == ("outbox", "topic")
+        [queue] = KombuPublisher(exchange="events").destinations()
+        assert (queue.name, queue.exchange.name) == ("events", "events")
+
+    def test_the_users_queues_replace_the_default_queue(self):
+        mine = Queue("billing", Exchange("outbox", type="topic"), routing_key="order")
+        assert KombuPublisher(declare=[mine]).destinations() == (mine,)
+
+    def test_the_default_queue_can_be_turned_off(self):
+        assert KombuPublisher(default_queue=False).destinations() == ()
+        # Only a topic exchange has a binding key for every routing key.
+        assert KombuPublisher(exchange_type="direct").destinations() == ()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", [REDIS_URL, AMQP_URL], ids=["redis", "rabbitmq"])
+class TestRecordedEventsAreHeldOrNotPublished:
+    """Through record() and drain(): "published" means a queue holds the event."""
+
+    @pytest.fixture(autouse=True)
+    def _names(self, url):
+        self.url = url
+        self.exchange = Exchange(
+            f"outbox-test-{uuid.uuid4().hex[:8]}", type="topic", durable=True
+        )
+        # The queue the default one would be, to read it and delete it.
+        self.default_queue = Queue(self.exchange.name, self.exchange, routing_key="#")
+        self.invoices = Queue(
+            f"{self.exchange.name}-invoices", self.exchange, routing_key="invoice"
+        )
+        yield
+        delete_queues(url, self.default_queue, self.invoices)
+
+    def publisher(self, **options):
+        return KombuPublisher(url=self.url, exchange=self.exchange.name, **options)
+
+    def record(self, *aggregate_types) -> list[str]:
+        with transaction.atomic():
+            return [
+                str(record(kind, 1, f"{kind}.created", {"kind": kind}))
+                for kind in aggregate_types
+            ]
+
+    def test_without_consumer_queues_the_default_queue_holds_them(self, url):
+        ids = self.record("order", "invoice")
+
+        result = relay.drain(publisher=self.publisher())
+
+        assert result.published == 2
+        held = read_queue(url, self.default_queue, 2)
+        assert [m.properties["message_id"] for m in held] == ids
+        assert OutboxMessage.objects.published().count() == 2
+
+    def test_with_nothing_bound_nothing_is_marked_published(self, url):
+        self.record("order")
+
+        result = relay.drain(publisher=self.publisher(default_queue=False))
+
+        assert (result.published, result.failed) == (0, 1)
+        row = OutboxMessage.objects.get()
+        assert (row.state, row.attempts) == ("pending", 1)
+        assert "order" in row.last_error
+        assert "PublishError" in row.last_error
+
+    def test_an_unroutable_event_fails_and_a_routable_one_is_held(self, url):
+        order, invoice = self.record("order", "invoice")
+        publisher = self.publisher(default_queue=False, declare=[self.invoices])
+
+        result = relay.drain(publisher=publisher)
+
+        assert (result.published, result.failed) == (1, 1)
+        [held] = read_queue(url, self.invoices, 1)
+        assert held.properties["message_id"] == invoice
+        failed = OutboxMessage.objects.get(pk=order)
+        assert (failed.state, failed.attempts) == ("pending", 1)
+        assert "routing key 'order'" in failed.last_error
+        assert OutboxMessage.objects.get(pk=invoice).state == "published"
 
 
 class TestCeleryTaskPublisher(PublisherContract):
@@ -198,42 +348,53 @@ class TestCeleryTaskPublisher(PublisherContract):
 
     @pytest.fixture(autouse=True)
     def _queue(self):
-        self.queue = Queue(f"outbox-test-tasks-{uuid.uuid4().hex[:8]}")
-        with Connection(REDIS_URL) as conn:
-            self.queue(conn.channel()).declare()
+        # Not declared here: Celery declares the queue it is given by name,
+        # as this one, and sends through the default exchange, which puts the
+        # message straight into the queue (on Redis, its list).
+        name = f"outbox-test-tasks-{uuid.uuid4().hex[:8]}"
+        self.queue = Queue(name, Exchange(name), routing_key=name)
         yield
-        with Connection(REDIS_URL) as conn:
-            self.queue(conn.channel()).delete()
+        delete_queues(REDIS_URL, self.queue)
 
-    def make_publisher(self, url=REDIS_URL):
+    def make_publisher(self, url=REDIS_URL, app=None):
         return CeleryTaskPublisher(
             tasks={"order.created": self.task_name},
             queue=self.queue.name,
             broker_url=url,
+            app=app,
         )
 
     def make_broken_publisher(self):
         return self.make_publisher(DEAD_REDIS_URL)
 
+    @contextlib.contextmanager
+    def cuttable_publisher(self):
+        with cuttable(REDIS_URL) as proxy:
+            yield self.make_publisher(proxy.url), proxy.cut
+
     def receive(self, count):
         got = []
-        with Connection(REDIS_URL) as conn:
-            simple = conn.SimpleQueue(self.queue)
-            for _ in range(count):
-                message = simple.get(timeout=5)
-                assert message.headers["task"] == self.task_name
-                _args, kwargs, _embed = message.payload
-                got.append(
-                    {
-                        "message_id": message.headers["id"],  # the task id
-                        "type": kwargs["event_type"],
-                        "payload": kwargs["payload"],
-                        "headers": kwargs["headers"],
-                    }
-                )
-                message.ack()
-            simple.close()
+        for message in read_queue(REDIS_URL, self.queue, count):
+            assert message.headers["task"] == self.task_name
+            _args, kwargs, _embed = message.payload
+            got.append(
+                {
+                    "message_id": message.headers["id"],  # the task id
+                    "type": kwargs["event_type"],
+                    "payload": kwargs["payload"],
+                    "headers": kwargs["headers"],
+                }
+            )
         return got
+
+    def test_a_queue_celery_may_not_create_fails_instead_of_dropping(self):
+        app = Celery(set_as_current=False)
+        app.conf.task_create_missing_queues = False
+        with (
+            self.make_publisher(app=app) as publisher,
+            pytest.raises(PublishError, match=self.queue.name),
+        ):
+            publisher.publish(make_message())
 
     def test_an_event_type_without_a_task_fails_loudly(self):
         with (

@@ -1,12 +1,17 @@
 """Receipts in the console: replay and force reprocess, guarded and logged."""
 
+import html
+import re
 from datetime import timedelta
 
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
+from django.test import Client
 from django.utils import timezone
 
+from tests.conftest import run_concurrently
+from webhooks import processing
 from webhooks.models import WebhookReceipt, WebhookRejection
 
 pytestmark = pytest.mark.django_db
@@ -50,6 +55,28 @@ def receipt(delivery_id, state, **extra):
         processed_at=now if state == "processed" else None,
         **extra,
     )
+
+
+HIDDEN_INPUT = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
+
+
+def form_fields(page) -> dict:
+    """What the form of a confirmation page posts, as a browser would."""
+    fields = {}
+    for name, value in HIDDEN_INPUT.findall(page.content.decode()):
+        fields.setdefault(name, []).append(html.unescape(value))
+    return fields
+
+
+@pytest.fixture
+def submit(client, django_capture_on_commit_callbacks):
+    """Submit a confirmation page; enqueues on commit run as the request ends."""
+
+    def run(page):
+        with django_capture_on_commit_callbacks(execute=True):
+            return client.post(CHANGELIST, form_fields(page), follow=True)
+
+    return run
 
 
 @pytest.fixture
@@ -104,7 +131,7 @@ def test_replay_processes_failed_and_received_once_and_skips_processed(
     assert sorted(ran) == ["d1", "d2"]
     text = answer.content.decode()
     assert "Replayed 2 receipts." in text
-    assert "Skipped 1 already processed receipt" in text
+    assert "Skipped 1 receipt already processed or being processed" in text
     assert set(WebhookReceipt.objects.values_list("state", flat=True)) == {"processed"}
     assert LogEntry.objects.filter(user=operator).count() == 2
 
@@ -124,7 +151,9 @@ def test_force_reprocess_needs_the_stricter_permission(client, operator, ran, ac
     assert ran == []
 
 
-def test_force_reprocess_asks_for_confirmation_first(client, operator, ran, act):
+def test_force_reprocess_asks_for_confirmation_first(
+    client, operator, ran, act, submit
+):
     done = receipt("d1", "processed")
     grant(operator, "reprocess_webhookreceipt")
     client.force_login(operator)
@@ -137,11 +166,98 @@ def test_force_reprocess_asks_for_confirmation_first(client, operator, ran, act)
     assert done.state == "processed"
     assert ran == []
 
-    act("force_reprocess", done, post="yes")
+    submit(confirm)
     assert ran == ["d1"]
     done.refresh_from_db()
     assert done.state == "processed"
     assert LogEntry.objects.get().change_message.startswith("Forced reprocessing")
+
+
+@pytest.mark.parametrize("versions", [None, "", "x:1 ²:² 1: :", "{pk}:7"])
+def test_force_reprocess_without_the_pages_versions_reopens_nothing(
+    client, operator, ran, act, versions
+):
+    done = receipt("d1", "processed", attempts=1)
+    grant(operator, "reprocess_webhookreceipt")
+    client.force_login(operator)
+    extra = {} if versions is None else {"versions": versions.format(pk=done.pk)}
+
+    answer = act("force_reprocess", done, post="yes", **extra)
+
+    assert ran == []
+    assert "Skipped 1 receipt not processed" in answer.content.decode()
+    assert not LogEntry.objects.exists()
+
+
+def test_a_second_submit_of_the_confirmation_page_changes_nothing(
+    client, operator, ran, act, submit
+):
+    stored = receipt("d1", "received")
+    processing.process(stored.pk)
+    assert ran == ["d1"]
+    grant(operator, "reprocess_webhookreceipt")
+    client.force_login(operator)
+    confirm = act("force_reprocess", stored)
+
+    submit(confirm)  # reopened, then processed again (eager worker)
+    assert ran == ["d1", "d1"]
+    again = submit(confirm)  # the same page: the receipt moved on
+
+    assert ran == ["d1", "d1"]
+    assert "Skipped 1 receipt not processed, or changed" in again.content.decode()
+    stored.refresh_from_db()
+    assert (stored.state, stored.attempts) == ("processed", 2)
+    assert LogEntry.objects.count() == 1
+
+
+def post_concurrently(user, fields) -> list[str]:
+    """Post ``fields`` to the list from two threads at once, as ``user``; return
+    the pages they answer."""
+
+    def post(_index):
+        client = Client()
+        client.force_login(user)
+        return client.post(CHANGELIST, fields, follow=True).content.decode()
+
+    return run_concurrently(2, post)
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_submits_of_the_confirmation_page_reopen_once(
+    client, operator, ran
+):
+    stored = receipt("d1", "received")
+    processing.process(stored.pk)
+    grant(operator, "reprocess_webhookreceipt")
+    client.force_login(operator)
+    confirm = client.post(
+        CHANGELIST, {"action": "force_reprocess", "_selected_action": [stored.pk]}
+    )
+
+    answers = post_concurrently(operator, form_fields(confirm))
+
+    assert ran == ["d1", "d1"]  # processed, then forced once
+    assert sorted("Queued 1 receipt" in a for a in answers) == [False, True]
+    assert LogEntry.objects.count() == 1
+    stored.refresh_from_db()
+    assert (stored.state, stored.attempts) == ("processed", 2)
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_replays_run_a_failed_receipt_once(operator, ran):
+    stored = receipt("d1", "failed", attempts=1)
+    grant(operator, "replay_webhookreceipt")
+
+    answers = post_concurrently(
+        operator, {"action": "replay", "_selected_action": [stored.pk]}
+    )
+
+    assert ran == ["d1"]
+    assert any("Replayed 1 receipt." in a for a in answers)
+    stored.refresh_from_db()
+    assert (stored.state, stored.attempts) == ("processed", 2)
 
 
 def test_rejections_list_renders(client, operator):
