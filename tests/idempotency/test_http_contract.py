@@ -80,6 +80,12 @@ def test_missing_key_is_400_problem(api):
         '"unterminated',
         '""',
         '"a"b"',
+        # The header sent twice: WSGI and ASGI servers join the values with ",".
+        "k1,k1",
+        "k1,k2",
+        '"k1","k1"',
+        '"k1", "k1"',
+        'k1,"k1"',
     ],
 )
 def test_malformed_key_is_400_problem_and_nothing_runs(api, raw):
@@ -97,6 +103,44 @@ def test_structured_field_quoted_key_is_the_same_key(api):
 
     assert response["Idempotent-Replayed"] == "true"
     assert Widget.objects.count() == 1
+
+
+def test_a_comma_is_part_of_a_key_only_in_the_quoted_form(api):
+    first = api.post("/t/widgets/", {"name": "a"}, key='"k1,k2"')
+    second = api.post("/t/widgets/", {"name": "a"}, key='"k1,k2"')
+
+    assert first.status_code == 201
+    assert second["Idempotent-Replayed"] == "true"
+    assert IdempotencyRecord.objects.get().key == "k1,k2"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_header_sent_twice_to_a_real_server_is_malformed(live_server, user):
+    """Through the WSGI server itself, not a test client's prepared environ."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    from tests.conftest import basic_auth
+
+    connection = http.client.HTTPConnection(urlsplit(live_server.url).netloc)
+    body = json.dumps({"name": "a"}).encode()
+    connection.putrequest("POST", "/t/widgets/")
+    for name, value in [
+        ("Authorization", basic_auth(user.username)),
+        ("Content-Type", "application/json"),
+        ("Content-Length", str(len(body))),
+        ("Idempotency-Key", "k1"),
+        ("Idempotency-Key", "k1"),
+    ]:
+        connection.putheader(name, value)
+    connection.endheaders(body)
+    response = connection.getresponse()
+
+    assert response.status == 400
+    assert response.getheader("Content-Type") == PROBLEM
+    assert json.loads(response.read())["type"].endswith("/key-malformed")
+    connection.close()
+    assert Widget.objects.count() == 0
 
 
 def test_key_of_255_visible_characters_is_accepted(api):
