@@ -1,5 +1,6 @@
 """The request fingerprint: same intent, same hash."""
 
+import codecs
 import hashlib
 import io
 import json
@@ -14,14 +15,16 @@ from django.utils.module_loading import import_string
 def compute(request, operation: str, exclude_fields=()) -> str:
     """Return the SHA-256 hex of the request's canonical form.
 
-    Covers the method, operation, path, sorted query string, media type and
-    body. JSON bodies are canonicalised (sorted keys, no whitespace) after
-    dropping ``exclude_fields`` (top-level or dotted paths), so key order and
-    formatting never change the hash; multipart bodies count as their fields
-    and files, whatever the boundary; other bodies count as raw bytes.
+    Covers the method, operation, path, sorted query string, media type with
+    its charset, and body. JSON bodies are canonicalised (sorted keys, no
+    whitespace) after dropping ``exclude_fields`` (top-level or dotted paths),
+    so key order and formatting never change the hash; multipart bodies count
+    as their fields and files, whatever the boundary; other bodies count as
+    raw bytes.
     """
     django_request = getattr(request, "_request", request)
     media_type = (django_request.content_type or "").lower()
+    encoding = _encoding(django_request)
     parts = (
         django_request.method,
         operation,
@@ -33,13 +36,33 @@ def compute(request, operation: str, exclude_fields=()) -> str:
                 )
             )
         ),
-        media_type,
+        _with_charset(media_type, encoding),
     )
     digest = hashlib.sha256()
     for part in parts:
         _frame(digest, part.encode())
-    _frame(digest, _canonical_body(django_request, media_type, exclude_fields))
+    _frame(
+        digest, _canonical_body(django_request, media_type, encoding, exclude_fields)
+    )
     return digest.hexdigest()
+
+
+def _encoding(request) -> str:
+    """The charset the body's text is read with, by its canonical codec name.
+
+    Django ignores an unknown charset and reads DEFAULT_CHARSET, as it does
+    when none is sent, so "utf-8", "UTF8" and no charset are one encoding.
+    """
+    return codecs.lookup(request.encoding or settings.DEFAULT_CHARSET).name
+
+
+def _with_charset(media_type: str, encoding: str) -> str:
+    # The same bytes in another charset are another text: another intent.
+    # The default charset adds nothing, so those hashes stay as they were
+    # before the charset counted (keys stored then still match their retries).
+    if encoding == codecs.lookup(settings.DEFAULT_CHARSET).name:
+        return media_type
+    return f"{media_type}; charset={encoding}"
 
 
 def _frame(digest, data: bytes) -> None:
@@ -48,7 +71,7 @@ def _frame(digest, data: bytes) -> None:
     digest.update(data)
 
 
-def _canonical_body(request, media_type: str, exclude_fields) -> bytes:
+def _canonical_body(request, media_type: str, encoding: str, exclude_fields) -> bytes:
     try:
         body = request.body
     except RawPostDataException:
@@ -59,7 +82,7 @@ def _canonical_body(request, media_type: str, exclude_fields) -> bytes:
         return _canonical_multipart(request, body)
     if media_type == "application/json" or media_type.endswith("+json"):
         try:
-            document = json.loads(body)
+            document = json.loads(body.decode(encoding))
         except ValueError:
             return body
         for path in exclude_fields:

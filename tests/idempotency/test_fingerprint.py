@@ -65,9 +65,19 @@ def test_method_path_operation_and_media_type_change_the_hash(change):
     assert fingerprint("{}") != fingerprint("{}", **change)
 
 
-def test_media_type_parameters_are_ignored():
+def test_the_charset_counts_and_an_absent_one_is_the_default():
+    def with_charset(charset):
+        return fingerprint("{}", content_type=f"application/json; charset={charset}")
+
+    # The body is decoded with DEFAULT_CHARSET (utf-8) when none is sent.
+    assert fingerprint("{}") == with_charset("utf-8") == with_charset("UTF8")
+    assert with_charset("latin-1") == with_charset("ISO-8859-1")
+    assert with_charset("latin-1") != with_charset("utf-8")
+
+
+def test_other_media_type_parameters_are_ignored():
     assert fingerprint("{}") == fingerprint(
-        "{}", content_type="application/json; charset=utf-8"
+        "{}", content_type="application/json; profile=order"
     )
 
 

@@ -52,6 +52,30 @@ def test_same_key_different_payload_is_422_and_the_view_does_not_run(api):
     assert list(Widget.objects.values_list("name", flat=True)) == ["a"]
 
 
+def test_the_same_bytes_in_another_charset_are_a_different_request(api):
+    body = '{"name": "café"}'.encode()  # "cafÃ©" once read as latin-1
+
+    def send(content_type):
+        # generic() sends the bytes as given; post() would re-encode them.
+        return api.client.generic(
+            "POST",
+            "/t/widgets/",
+            body,
+            content_type=content_type,
+            headers={"Idempotency-Key": "k1", "Authorization": api.auth},
+        )
+
+    first = send("application/json")
+    declared = send("application/json; charset=utf-8")
+    latin = send("application/json; charset=latin-1")
+
+    assert first.status_code == 201
+    assert declared["Idempotent-Replayed"] == "true"
+    assert latin.status_code == 422
+    assert problem(latin)["type"].endswith("/key-reused")
+    assert list(Widget.objects.values_list("name", flat=True)) == ["café"]
+
+
 def test_same_key_on_another_operation_is_a_different_intent(api):
     api.post("/t/widgets/", {"name": "a"}, key="k1")
     response = api.post("/t/stamped/", {"name": "a"}, key="k1")
