@@ -1,6 +1,13 @@
 """Turn a view's answer into final bytes inside the claim, so it can be stored."""
 
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.request import Request
+
+from . import claims
+
+# The request itself failed, before the view changed anything: such answers
+# are not saved, so the corrected retry with the same key runs.
+_INVALID = (ValidationError, ParseError)
 
 
 def drf_producer(view, handler, request, args, kwargs):
@@ -12,12 +19,16 @@ def drf_producer(view, handler, request, args, kwargs):
     """
 
     def produce():
+        invalid = False
         try:
             response = handler(request, *args, **kwargs)
         except Exception as exc:
             response = view.handle_exception(exc)
-        response = view.finalize_response(request, response, *args, **kwargs)
-        return render(response)
+            invalid = isinstance(exc, _INVALID)
+        response = render(view.finalize_response(request, response, *args, **kwargs))
+        if invalid:
+            raise claims.Invalid(response)
+        return response
 
     return produce
 

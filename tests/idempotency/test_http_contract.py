@@ -5,6 +5,7 @@ import json
 import pytest
 
 from idempotency.models import IdempotencyRecord
+from tests.testapp import views
 from tests.testapp.models import Widget
 
 pytestmark = pytest.mark.django_db
@@ -185,11 +186,42 @@ def test_reads_are_not_guarded(api):
     assert IdempotencyRecord.objects.count() == 0
 
 
-def test_client_error_answers_are_stored_and_replayed(api):
+def test_a_request_failing_validation_is_not_saved_and_the_corrected_retry_runs(api):
+    invalid = api.post("/t/widgets/", {"nome": "typo"}, key="k1")
+    assert invalid.status_code == 400
+    assert IdempotencyRecord.objects.count() == 0
+
+    corrected = api.post("/t/widgets/", {"name": "a"}, key="k1")
+    assert corrected.status_code == 201
+    assert "Idempotent-Replayed" not in corrected
+    assert list(Widget.objects.values_list("name", flat=True)) == ["a"]
+    assert IdempotencyRecord.objects.get().state == "completed"
+
+
+def test_the_same_invalid_request_runs_again_and_is_refused_again(api):
     first = api.post("/t/widgets/", {"nome": "typo"}, key="k1")
     second = api.post("/t/widgets/", {"nome": "typo"}, key="k1")
 
     assert first.status_code == second.status_code == 400
+    assert second.content == first.content
+    assert "Idempotent-Replayed" not in second
+    assert IdempotencyRecord.objects.count() == 0
+
+
+def test_a_body_the_parser_refuses_is_not_saved(api):
+    unparsable = api.post("/t/widgets/", b'{"name": ', key="k1")
+    assert unparsable.status_code == 400
+    assert IdempotencyRecord.objects.count() == 0
+
+    assert api.post("/t/widgets/", {"name": "a"}, key="k1").status_code == 201
+
+
+def test_other_client_errors_are_stored_and_replayed(api):
+    views.faults["402"] = 1
+    first = api.post("/t/widgets/", {"name": "a"}, key="k1")
+    second = api.post("/t/widgets/", {"name": "a"}, key="k1")
+
+    assert first.status_code == second.status_code == 402
     assert second.content == first.content
     assert second["Idempotent-Replayed"] == "true"
 

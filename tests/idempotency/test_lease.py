@@ -123,6 +123,57 @@ def test_lease_mode_failure_marks_failed_and_the_retry_runs(api):
     assert len(provider.charges) == 1
 
 
+def test_a_stale_attempt_failing_validation_cannot_withdraw_the_newer_claim(
+    user, clock, monkeypatch
+):
+    """Withdrawing a claim is fenced on the attempt too."""
+    from rest_framework.exceptions import ValidationError
+
+    def refuse(*args):
+        raise ValidationError({"amount": ["No longer valid."]})
+
+    slow, retry, left_behind = _race_a_stale_attempt_against_a_running_retry(
+        user, clock, monkeypatch, stale=refuse
+    )
+
+    assert slow.status_code == 400
+    assert left_behind == ("pending", 2)
+    assert retry.status_code == 201
+    assert IdempotencyRecord.objects.get().state == "completed"
+
+
+def test_lease_mode_request_failing_validation_leaves_no_record(api):
+    invalid = api.post("/t/charge/", {"amount": 0}, key="k")
+    assert invalid.status_code == 400
+    assert IdempotencyRecord.objects.count() == 0
+    assert provider.calls == 0
+
+    corrected = api.post("/t/charge/", {"amount": 700}, key="k")
+    assert corrected.status_code == 201
+    assert IdempotencyRecord.objects.get().state == "completed"
+    assert list(provider.charges.values()) == [(corrected.json()["charge"], 700)]
+
+
+def test_lease_mode_validation_failure_of_a_retry_keeps_the_failed_record(
+    api, monkeypatch
+):
+    """Earlier attempts of the key ran (and may have called out with its
+    derived keys): their failed record stays, refusing another payload."""
+    from rest_framework.exceptions import ValidationError
+
+    views.faults["500"] = 1
+    assert api.post("/t/charge/", {}, key="k").status_code == 500
+
+    def refuse(self, request):
+        raise ValidationError({"amount": ["No longer valid."]})
+
+    monkeypatch.setattr(views.ChargeView, "post", refuse)
+    assert api.post("/t/charge/", {}, key="k").status_code == 400
+    record = IdempotencyRecord.objects.get()
+    assert (record.state, record.attempts) == ("failed", 2)
+    assert api.post("/t/charge/", {"amount": 9}, key="k").status_code == 422
+
+
 def test_lease_mode_duplicate_waits_for_the_first_and_replays(user, monkeypatch):
     entered = threading.Event()
     original = views.ChargeView.post

@@ -15,8 +15,9 @@ from idempotency.mixins import IdempotencyMixin
 from .downstream import provider
 from .models import Widget
 
-# Tests arm these to make the next N calls misbehave.
-faults = {"raise": 0, "500": 0, "409": 0, "crash": 0}
+# Tests arm these to make the next N calls misbehave; "402" is a business
+# refusal (a client error that is not a validation failure).
+faults = {"raise": 0, "500": 0, "409": 0, "402": 0, "crash": 0}
 
 
 class SimulatedCrash(BaseException):
@@ -24,7 +25,7 @@ class SimulatedCrash(BaseException):
 
 
 def _maybe_fail():
-    for name in ("raise", "500", "409", "crash"):
+    for name in faults:
         if faults[name]:
             faults[name] -= 1
             if name == "raise":
@@ -92,6 +93,10 @@ class OptionalKeyWidgetViewSet(WidgetViewSet):
     idempotency_required = False
 
 
+class ChargeSerializer(serializers.Serializer):
+    amount = serializers.IntegerField(min_value=1, default=500)
+
+
 class ChargeView(IdempotencyMixin, APIView):
     """Lease mode: a downstream charge, then the local row, then completion."""
 
@@ -99,7 +104,10 @@ class ChargeView(IdempotencyMixin, APIView):
     idempotency_operation = "widget.charge"
 
     def post(self, request):
-        charge_id = provider.charge(request.idempotency.derive("charge"), 500)
+        serializer = ChargeSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        amount = serializer.validated_data["amount"]
+        charge_id = provider.charge(request.idempotency.derive("charge"), amount)
         widget = Widget.objects.create(name=charge_id)
         failure = _maybe_fail()
         if failure:
