@@ -11,6 +11,8 @@ from django.http.multipartparser import MultiPartParser, MultiPartParserError
 from django.http.request import RawPostDataException
 from django.utils.module_loading import import_string
 
+from .exceptions import BodyTooDeep
+
 
 def compute(request, operation: str, exclude_fields=()) -> str:
     """Return the SHA-256 hex of the request's canonical form.
@@ -81,16 +83,23 @@ def _canonical_body(request, media_type: str, encoding: str, exclude_fields) -> 
         # Clients pick a new boundary for every send, retries included.
         return _canonical_multipart(request, body)
     if media_type == "application/json" or media_type.endswith("+json"):
-        try:
-            document = json.loads(body.decode(encoding))
-        except ValueError:
-            return body
+        return _canonical_json(body, encoding, exclude_fields)
+    return body
+
+
+def _canonical_json(body: bytes, encoding: str, exclude_fields) -> bytes:
+    try:
+        document = json.loads(body.decode(encoding))
         for path in exclude_fields:
             _drop(document, path.split("."))
         return json.dumps(
             document, sort_keys=True, separators=(",", ":"), ensure_ascii=False
         ).encode()
-    return body
+    except ValueError:
+        return body  # the view's parser will refuse it
+    except RecursionError as exc:
+        # Deeper than the interpreter's recursion limit: no parser reads it.
+        raise BodyTooDeep("The JSON body is nested too deeply.") from exc
 
 
 def _drop(document, path) -> None:

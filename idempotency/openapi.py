@@ -168,7 +168,8 @@ def _problems(header: str) -> list[tuple[str, str, dict]]:
         (
             "400",
             f"{header} missing or malformed ({uri('key-missing')}, "
-            f"{uri('key-malformed')}).",
+            f"{uri('key-malformed')}), or a body nested too deeply to read "
+            f"({uri('body-too-deep')}).",
             {},
         ),
         (

@@ -81,6 +81,15 @@ def test_other_media_type_parameters_are_ignored():
     )
 
 
+@pytest.mark.parametrize("opening", ["[", '{"a":'])
+def test_json_nested_too_deep_is_refused(opening):
+    from idempotency.exceptions import BodyTooDeep
+
+    body = opening * 1100 + "1" + ("]" if opening == "[" else "}") * 1100
+    with pytest.raises(BodyTooDeep):
+        fingerprint(body)
+
+
 def test_non_json_bodies_count_as_raw_bytes():
     assert fingerprint("a=1&b=2", content_type="text/plain") != fingerprint(
         "b=2&a=1", content_type="text/plain"

@@ -216,6 +216,27 @@ def test_a_body_the_parser_refuses_is_not_saved(api):
     assert api.post("/t/widgets/", {"name": "a"}, key="k1").status_code == 201
 
 
+TOO_DEEP = b"[" * 1100 + b"]" * 1100
+
+
+def test_a_keyed_body_nested_too_deep_is_a_400_problem(api):
+    response = api.post("/t/widgets/", TOO_DEEP, key="k1")
+
+    assert response.status_code == 400
+    assert problem(response)["type"].endswith("/body-too-deep")
+    assert IdempotencyRecord.objects.count() == 0
+    assert Widget.objects.count() == 0
+
+
+def test_an_unkeyed_body_nested_too_deep_is_a_400_problem_from_the_parser(api):
+    """No key, so no fingerprint: the view's own parse of request.data refuses."""
+    response = api.post("/t/optional/", TOO_DEEP)
+
+    assert response.status_code == 400
+    assert problem(response)["type"].endswith("/body-too-deep")
+    assert Widget.objects.count() == 0
+
+
 def test_other_client_errors_are_stored_and_replayed(api):
     views.faults["402"] = 1
     first = api.post("/t/widgets/", {"name": "a"}, key="k1")
