@@ -8,8 +8,8 @@ from urllib.parse import parse_qsl, urlencode
 
 from django.conf import settings
 from django.http.multipartparser import MultiPartParser, MultiPartParserError
-from django.http.request import RawPostDataException
 from django.utils.module_loading import import_string
+from rest_framework.request import Request
 
 from .exceptions import BodyTooDeep
 
@@ -24,7 +24,7 @@ def compute(request, operation: str, exclude_fields=()) -> str:
     as their fields and files, whatever the boundary; other bodies count as
     raw bytes.
     """
-    django_request = getattr(request, "_request", request)
+    django_request = _django(request)
     media_type = (django_request.content_type or "").lower()
     encoding = _encoding(django_request)
     parts = (
@@ -43,10 +43,13 @@ def compute(request, operation: str, exclude_fields=()) -> str:
     digest = hashlib.sha256()
     for part in parts:
         _frame(digest, part.encode())
-    _frame(
-        digest, _canonical_body(django_request, media_type, encoding, exclude_fields)
-    )
+    _frame(digest, _canonical_body(request, media_type, encoding, exclude_fields))
     return digest.hexdigest()
+
+
+def _django(request):
+    # A DRF Request wraps the Django one.
+    return getattr(request, "_request", request)
 
 
 def _encoding(request) -> str:
@@ -74,14 +77,10 @@ def _frame(digest, data: bytes) -> None:
 
 
 def _canonical_body(request, media_type: str, encoding: str, exclude_fields) -> bytes:
-    try:
-        body = request.body
-    except RawPostDataException:
-        # A multipart body was streamed into request.POST/FILES already.
-        return _canonical_form(request.POST, request.FILES)
     if media_type == "multipart/form-data":
         # Clients pick a new boundary for every send, retries included.
-        return _canonical_multipart(request, body)
+        return _canonical_multipart(request)
+    body = _django(request).body
     if media_type == "application/json" or media_type.endswith("+json"):
         return _canonical_json(body, encoding, exclude_fields)
     return body
@@ -112,9 +111,18 @@ def _drop(document, path) -> None:
         del document[head]
 
 
-def _canonical_multipart(request, body: bytes) -> bytes:
-    # A parser of our own: request.POST is empty unless the method is POST,
-    # and the request's upload handlers stay untouched for the view.
+def _canonical_multipart(request) -> bytes:
+    if isinstance(request, Request) or request.method == "POST":
+        # Parse as the view will, once: DRF's request.POST/FILES (any method)
+        # and Django's (POST only) stream files through the upload handlers,
+        # to disk past FILE_UPLOAD_MAX_MEMORY_SIZE, and keep them for the view.
+        # The body is never held whole, so keyed uploads have the same limits
+        # as unkeyed ones. A parse error is the view's answer, before any claim.
+        return _canonical_form(request.POST, request.FILES)
+    # Django parses no other method: a plain view reads request.body itself,
+    # so read it (within DATA_UPLOAD_MAX_MEMORY_SIZE, as the view would) and
+    # parse a copy, leaving the request's upload handlers to the view.
+    body = request.body
     handlers = [import_string(path)(request) for path in settings.FILE_UPLOAD_HANDLERS]
     try:
         fields, files = MultiPartParser(

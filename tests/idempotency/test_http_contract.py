@@ -237,6 +237,43 @@ def test_an_unkeyed_body_nested_too_deep_is_a_400_problem_from_the_parser(api):
     assert Widget.objects.count() == 0
 
 
+def _upload(api, method, *, boundary, content, key="k1"):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test.client import encode_multipart
+
+    body = encode_multipart(
+        boundary, {"name": "scan", "file": SimpleUploadedFile("scan.bin", content)}
+    )
+    return api.client.generic(
+        method,
+        "/t/upload/",
+        body,
+        content_type=f"multipart/form-data; boundary={boundary}",
+        headers={"Idempotency-Key": key, "Authorization": api.auth},
+    )
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT"])
+def test_a_keyed_upload_is_read_as_the_view_reads_it_not_held_in_memory(
+    api, settings, method
+):
+    """Past DATA_UPLOAD_MAX_MEMORY_SIZE, as an unkeyed upload may be."""
+    five_mb = bytes(range(256)) * (5 * 1024 * 4)
+    assert len(five_mb) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+    first = _upload(api, method, boundary="first-send", content=five_mb)
+    retry = _upload(api, method, boundary="another-boundary", content=five_mb)
+    other = _upload(api, method, boundary="first-send", content=five_mb[:-1] + b"!")
+
+    assert first.status_code == 201
+    assert first.json()["size"] == len(five_mb)
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry.content == first.content
+    assert other.status_code == 422
+    assert problem(other)["type"].endswith("/key-reused")
+    assert Widget.objects.count() == 1
+
+
 def test_other_client_errors_are_stored_and_replayed(api):
     views.faults["402"] = 1
     first = api.post("/t/widgets/", {"name": "a"}, key="k1")

@@ -16,6 +16,7 @@ urlpatterns = [
     path("", include("project.urls")),
     path("t/", include(router.urls)),
     path("t/charge/", views.ChargeView.as_view()),
+    path("t/upload/", views.UploadView.as_view()),
     path("t/method/", views.DecoratedMethodView.as_view()),
     path("t/function/", views.decorated_api_view),
     path("t/plain/", views.plain_django_view),

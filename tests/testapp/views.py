@@ -1,5 +1,6 @@
 """Views the tests drive: every integration style, plus fault switches."""
 
+import hashlib
 import json
 
 from django.http import HttpResponse, JsonResponse
@@ -114,6 +115,24 @@ class ChargeView(IdempotencyMixin, APIView):
             return failure
         request.idempotency.set_resource(widget)
         return Response({"charge": charge_id, "widget": widget.pk}, status=201)
+
+
+class UploadView(IdempotencyMixin, APIView):
+    """Keyed uploads, through DRF's parsers and Django's upload handlers."""
+
+    idempotent_actions = ("post", "put")
+    idempotency_operation = "widget.upload"
+
+    def post(self, request):
+        upload = request.FILES["file"]
+        digest = hashlib.sha256()
+        for chunk in upload.chunks():
+            digest.update(chunk)
+        widget = Widget.objects.create(name=request.data["name"])
+        body = {"id": widget.pk, "size": upload.size, "sha256": digest.hexdigest()}
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    put = post
 
 
 class DecoratedMethodView(APIView):
