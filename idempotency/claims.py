@@ -18,7 +18,7 @@ from datetime import timedelta
 from django.db import DatabaseError, OperationalError, router, transaction
 
 from . import clock, keys, problems, responses
-from .conf import as_timedelta, idempotency_settings
+from .conf import InvalidSetting, as_timedelta, duration, idempotency_settings
 from .exceptions import (
     AnonymousKey,
     AnonymousKeysExhausted,
@@ -61,6 +61,25 @@ class Policy:
                 f"Idempotency mode {self.mode!r} for {self.operation!r} is not "
                 f"one of {', '.join(MODES)}."
             )
+        # Frozen: set the validated timedelta the way dataclasses do.
+        ttl = view_ttl(self.ttl, f"The ttl of {self.operation!r}")
+        object.__setattr__(self, "ttl", ttl)
+
+
+def view_ttl(value, name: str) -> timedelta | None:
+    """Validate a view's own TTL (None: the TTL setting) as the settings are.
+
+    A TTL of 0 or less would switch idempotency off, and a huge one is a
+    unit mistake: refuse them, naming the view's setting (``name``).
+    """
+    if value is None:
+        return None
+    try:
+        return duration(value)
+    except InvalidSetting as exc:
+        raise IdempotencyConfigurationError(
+            f"{name} is {value!r}: it {exc} {exc.hint}".rstrip()
+        ) from None
 
 
 class Claim:
@@ -143,7 +162,7 @@ def _new_claim(request, policy, key):
             raise AnonymousKey("Authenticate to send an idempotency key here.")
         scope = ANONYMOUS
         _check_anonymous_cap(policy.operation, key)
-    ttl = as_timedelta(policy.ttl or idempotency_settings.TTL)
+    ttl = idempotency_settings.TTL if policy.ttl is None else policy.ttl
     claim = Claim(
         key=key,
         scope=scope,

@@ -52,7 +52,9 @@ class IdempotencyMixin:
             scope=self.get_idempotency_scope,
             required=self.idempotency_required,
             mode=self.idempotency_mode,
-            ttl=self.idempotency_ttl,
+            ttl=claims.view_ttl(
+                self.idempotency_ttl, f"{type(self).__qualname__}.idempotency_ttl"
+            ),
             allow_anonymous=self.idempotency_allow_anonymous,
             exclude_fields=tuple(self.idempotency_exclude_fields),
         )
