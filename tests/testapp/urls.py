@@ -11,6 +11,7 @@ router.register("stamped", views.StampedWidgetViewSet, basename="stamped")
 router.register("anonymous", views.AnonymousWidgetViewSet, basename="anonymous")
 router.register("closed", views.ClosedAnonymousWidgetViewSet, basename="closed")
 router.register("optional", views.OptionalKeyWidgetViewSet, basename="optional")
+router.register("async-create", views.AsyncCreateViewSet, basename="async-create")
 
 urlpatterns = [
     path("", include("project.urls")),
@@ -20,4 +21,6 @@ urlpatterns = [
     path("t/method/", views.DecoratedMethodView.as_view()),
     path("t/function/", views.decorated_api_view),
     path("t/plain/", views.plain_django_view),
+    path("t/async/", views.async_view),
+    path("t/async-handler/", views.AsyncHandlerView.as_view()),
 ]

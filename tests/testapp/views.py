@@ -150,6 +150,34 @@ def decorated_api_view(request):
     return Response({"id": widget.pk}, status=status.HTTP_201_CREATED)
 
 
+# Tests set this to an async callable the async view awaits after its write.
+async_view_pause = None
+
+
+@csrf_exempt
+@idempotent("widget.async")
+async def async_view(request):
+    widget = await Widget.objects.acreate(name=json.loads(request.body)["name"])
+    if async_view_pause is not None:
+        await async_view_pause()
+    if faults["raise"]:
+        faults["raise"] -= 1
+        raise RuntimeError("injected failure")
+    return JsonResponse({"id": widget.pk}, status=201)
+
+
+class AsyncHandlerView(IdempotencyMixin, APIView):
+    """DRF runs handlers synchronously: the mixin refuses an async one."""
+
+    async def post(self, request):
+        raise AssertionError("never runs")
+
+
+class AsyncCreateViewSet(IdempotencyMixin, viewsets.GenericViewSet):
+    async def create(self, request):
+        raise AssertionError("never runs")
+
+
 @csrf_exempt
 @idempotent
 def plain_django_view(request):
