@@ -31,7 +31,8 @@ bodies = st.one_of(
         max_leaves=10,
     ).map(lambda value: json.dumps(value).encode()),
     st.text(max_size=120).map(lambda name: json.dumps({"name": name}).encode()),
-    st.just(b"[" * 1100 + b"]" * 1100),
+    # Too deep for the JSON parser (1,100 levels on 3.11; 100,000 anywhere).
+    st.sampled_from([b"[" * 1100 + b"]" * 1100, b"[" * 100_000 + b"]" * 100_000]),
 )
 content_types = st.sampled_from(
     [
