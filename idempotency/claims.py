@@ -18,7 +18,7 @@ from datetime import timedelta
 from django.db import DatabaseError, OperationalError, router, transaction
 
 from . import clock, keys, problems, responses
-from .conf import as_timedelta, idempotency_settings
+from .conf import InvalidSetting, as_timedelta, duration, idempotency_settings
 from .exceptions import (
     AnonymousKey,
     AnonymousKeysExhausted,
@@ -61,6 +61,25 @@ class Policy:
                 f"Idempotency mode {self.mode!r} for {self.operation!r} is not "
                 f"one of {', '.join(MODES)}."
             )
+        # Frozen: set the validated timedelta the way dataclasses do.
+        ttl = view_ttl(self.ttl, f"The ttl of {self.operation!r}")
+        object.__setattr__(self, "ttl", ttl)
+
+
+def view_ttl(value, name: str) -> timedelta | None:
+    """Validate a view's own TTL (None: the TTL setting) as the settings are.
+
+    A TTL of 0 or less would switch idempotency off, and a huge one is a
+    unit mistake: refuse them, naming the view's setting (``name``).
+    """
+    if value is None:
+        return None
+    try:
+        return duration(value)
+    except InvalidSetting as exc:
+        raise IdempotencyConfigurationError(
+            f"{name} is {value!r}: it {exc} {exc.hint}".rstrip()
+        ) from None
 
 
 class Claim:
@@ -74,6 +93,9 @@ class Claim:
         self.expires_at = expires_at
         self.record_id = None
         self.attempt = None
+        # True when this attempt began the record's life: it inserted the key,
+        # or renewed an expired one. Earlier attempts of it left nothing.
+        self.fresh = False
         self.resource = ("", "")
 
     def derive(self, step: str) -> str:
@@ -96,11 +118,24 @@ class _Discard(Exception):
         self.response = response
 
 
+class Invalid(Exception):
+    """Raised by a producer: the request failed validation before any mutation.
+
+    As at Stripe, such an answer is not saved: the claim is withdrawn, so the
+    corrected retry with the same key runs (and the same request runs again).
+    """
+
+    def __init__(self, response):
+        super().__init__(response.status_code)
+        self.response = response
+
+
 def execute(request, policy: Policy, produce: Callable):
     """Run ``produce()`` at most once per key and return the answer to send.
 
-    ``produce`` returns a rendered response; it runs inside the claim's
-    transaction. Refusals come back as problem+json responses.
+    ``produce`` returns a rendered response, or raises ``Invalid`` with one
+    that must not be saved; it runs inside the claim's transaction. Refusals
+    come back as problem+json responses.
     """
     try:
         key = keys.parse(request.headers.get(idempotency_settings.HEADER))
@@ -116,6 +151,8 @@ def execute(request, policy: Policy, produce: Callable):
         return _run_lease(claim, produce)
     except IdempotencyError as exc:
         return problems.from_exception(exc, instance=request.path)
+    except Invalid as invalid:
+        return invalid.response
 
 
 def _new_claim(request, policy, key):
@@ -125,7 +162,7 @@ def _new_claim(request, policy, key):
             raise AnonymousKey("Authenticate to send an idempotency key here.")
         scope = ANONYMOUS
         _check_anonymous_cap(policy.operation, key)
-    ttl = as_timedelta(policy.ttl or idempotency_settings.TTL)
+    ttl = idempotency_settings.TTL if policy.ttl is None else policy.ttl
     claim = Claim(
         key=key,
         scope=scope,
@@ -179,6 +216,9 @@ def _run_atomic(claim, produce):
     except _Discard as discard:
         _record_failure(claim, records, fenced=False)
         return discard.response
+    except Invalid:
+        # Rolled back with the claim: no record, or the earlier one restored.
+        raise
     except Exception:
         if ran:
             _record_failure(claim, records, fenced=False)
@@ -214,6 +254,9 @@ def _run_lease(claim, produce):
     except _Discard as discard:
         _record_failure(claim, records, fenced=True)
         return discard.response
+    except Invalid:
+        _withdraw(claim, records)
+        raise
     except Exception:
         _record_failure(claim, records, fenced=True)
         raise
@@ -239,7 +282,7 @@ def _take(claim, records, *, lease):
                 lock_timeout_ms=wait_ms,
             )
             if record_id is not None:
-                claim.record_id, claim.attempt = record_id, 1
+                claim.record_id, claim.attempt, claim.fresh = record_id, 1, True
                 return None
             if record is None or not _is_final(record, now):
                 # Anything but a live completed record may change: lock, re-read.
@@ -304,6 +347,7 @@ def _reclaim(claim, records, record, locked_until, *, renew, now):
     if not records.filter(pk=record.pk, attempts=record.attempts).update(**changes):
         raise RequestInFlight(retry_after=_wait().total_seconds())
     claim.record_id, claim.attempt = record.pk, record.attempts + 1
+    claim.fresh = renew
 
 
 def _complete(claim, records, response):
@@ -334,6 +378,23 @@ def _record_failure(claim, records, *, fenced):
         logger.warning(
             "Could not record the failed attempt of %r", claim, exc_info=True
         )
+
+
+def _withdraw(claim, records):
+    """Undo a committed lease claim whose request failed validation."""
+    if not claim.fresh:
+        # Earlier attempts ran, maybe calling out with the derived keys: keep
+        # their record (failed), as the atomic flow's rollback restores it.
+        _record_failure(claim, records, fenced=True)
+        return
+    try:
+        # Fenced: a newer attempt that took the key over keeps it.
+        records.filter(
+            pk=claim.record_id, attempts=claim.attempt, state=State.PENDING
+        ).delete()
+    except DatabaseError:
+        # The lease lapses on its own; the retry then takes the key over.
+        logger.warning("Could not withdraw the claim %r", claim, exc_info=True)
 
 
 def _write_failure(claim, records, *, fenced):

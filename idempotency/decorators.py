@@ -2,6 +2,7 @@
 
 from functools import partial, wraps
 
+from asgiref.sync import async_to_sync, iscoroutinefunction, sync_to_async
 from django.http import HttpRequest
 from rest_framework.request import Request
 
@@ -23,7 +24,8 @@ def idempotent(
 
     Use it bare (``@idempotent``) or with options. On DRF, put it *below*
     ``@api_view`` (or on an APIView method) so the key is claimed after
-    authentication, permission and throttle checks.
+    authentication, permission and throttle checks. An ``async def`` function
+    view works too.
     """
     if callable(operation):
         return idempotent()(operation)
@@ -59,11 +61,34 @@ def idempotent(
                 produce = rendering.drf_producer(view, handler, request, rest, kwargs)
             return claims.execute(request, policy, produce)
 
+        if iscoroutinefunction(view_func):
+            wrapper = _async_view(view_func, policy)
         # Read by idempotency.openapi to document the guarded operation.
         wrapper.idempotency_policy = policy
         return wrapper
 
     return decorator
+
+
+def _async_view(view_func, policy):
+    """Guard an ``async def`` function view.
+
+    The claim, the view's database work and the stored answer share one
+    transaction, and a transaction lives on one thread's connection. So the
+    whole claim flow runs on the request's thread-sensitive sync thread and
+    runs the view from there with ``async_to_sync``: the view awaits on the
+    event loop, and its ORM calls (thread-sensitive ``sync_to_async``, as
+    Django's async ORM uses) come back to that thread, inside the transaction.
+    """
+
+    @wraps(view_func)
+    async def wrapper(request, *args, **kwargs):
+        view = async_to_sync(view_func)
+        produce = rendering.django_producer(view, request, args, kwargs)
+        guarded = sync_to_async(claims.execute, thread_sensitive=True)
+        return await guarded(request, policy, produce)
+
+    return wrapper
 
 
 def _resolve_scope(request):

@@ -32,6 +32,12 @@ class KeyMalformed(IdempotencyError):
     title = "Idempotency-Key header is malformed"
 
 
+class BodyTooDeep(IdempotencyError):
+    status = 400
+    type = "body-too-deep"
+    title = "The request body is nested too deeply to read"
+
+
 class AnonymousKey(IdempotencyError):
     status = 403
     type = "anonymous-key"

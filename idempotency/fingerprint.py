@@ -1,5 +1,6 @@
 """The request fingerprint: same intent, same hash."""
 
+import codecs
 import hashlib
 import io
 import json
@@ -7,21 +8,25 @@ from urllib.parse import parse_qsl, urlencode
 
 from django.conf import settings
 from django.http.multipartparser import MultiPartParser, MultiPartParserError
-from django.http.request import RawPostDataException
 from django.utils.module_loading import import_string
+from rest_framework.request import Request
+
+from .exceptions import BodyTooDeep
 
 
 def compute(request, operation: str, exclude_fields=()) -> str:
     """Return the SHA-256 hex of the request's canonical form.
 
-    Covers the method, operation, path, sorted query string, media type and
-    body. JSON bodies are canonicalised (sorted keys, no whitespace) after
-    dropping ``exclude_fields`` (top-level or dotted paths), so key order and
-    formatting never change the hash; multipart bodies count as their fields
-    and files, whatever the boundary; other bodies count as raw bytes.
+    Covers the method, operation, path, sorted query string, media type with
+    its charset, and body. JSON bodies are canonicalised (sorted keys, no
+    whitespace) after dropping ``exclude_fields`` (top-level or dotted paths),
+    so key order and formatting never change the hash; multipart bodies count
+    as their fields and files, whatever the boundary; other bodies count as
+    raw bytes.
     """
-    django_request = getattr(request, "_request", request)
+    django_request = _django(request)
     media_type = (django_request.content_type or "").lower()
+    encoding = _encoding(django_request)
     parts = (
         django_request.method,
         operation,
@@ -33,13 +38,36 @@ def compute(request, operation: str, exclude_fields=()) -> str:
                 )
             )
         ),
-        media_type,
+        _with_charset(media_type, encoding),
     )
     digest = hashlib.sha256()
     for part in parts:
         _frame(digest, part.encode())
-    _frame(digest, _canonical_body(django_request, media_type, exclude_fields))
+    _frame(digest, _canonical_body(request, media_type, encoding, exclude_fields))
     return digest.hexdigest()
+
+
+def _django(request):
+    # A DRF Request wraps the Django one.
+    return getattr(request, "_request", request)
+
+
+def _encoding(request) -> str:
+    """The charset the body's text is read with, by its canonical codec name.
+
+    Django ignores an unknown charset and reads DEFAULT_CHARSET, as it does
+    when none is sent, so "utf-8", "UTF8" and no charset are one encoding.
+    """
+    return codecs.lookup(request.encoding or settings.DEFAULT_CHARSET).name
+
+
+def _with_charset(media_type: str, encoding: str) -> str:
+    # The same bytes in another charset are another text: another intent.
+    # The default charset adds nothing, so those hashes stay as they were
+    # before the charset counted (keys stored then still match their retries).
+    if encoding == codecs.lookup(settings.DEFAULT_CHARSET).name:
+        return media_type
+    return f"{media_type}; charset={encoding}"
 
 
 def _frame(digest, data: bytes) -> None:
@@ -48,26 +76,29 @@ def _frame(digest, data: bytes) -> None:
     digest.update(data)
 
 
-def _canonical_body(request, media_type: str, exclude_fields) -> bytes:
-    try:
-        body = request.body
-    except RawPostDataException:
-        # A multipart body was streamed into request.POST/FILES already.
-        return _canonical_form(request.POST, request.FILES)
+def _canonical_body(request, media_type: str, encoding: str, exclude_fields) -> bytes:
     if media_type == "multipart/form-data":
         # Clients pick a new boundary for every send, retries included.
-        return _canonical_multipart(request, body)
+        return _canonical_multipart(request)
+    body = _django(request).body
     if media_type == "application/json" or media_type.endswith("+json"):
-        try:
-            document = json.loads(body)
-        except ValueError:
-            return body
+        return _canonical_json(body, encoding, exclude_fields)
+    return body
+
+
+def _canonical_json(body: bytes, encoding: str, exclude_fields) -> bytes:
+    try:
+        document = json.loads(body.decode(encoding))
         for path in exclude_fields:
             _drop(document, path.split("."))
         return json.dumps(
             document, sort_keys=True, separators=(",", ":"), ensure_ascii=False
         ).encode()
-    return body
+    except ValueError:
+        return body  # the view's parser will refuse it
+    except RecursionError as exc:
+        # Deeper than the interpreter's recursion limit: no parser reads it.
+        raise BodyTooDeep("The JSON body is nested too deeply.") from exc
 
 
 def _drop(document, path) -> None:
@@ -80,9 +111,18 @@ def _drop(document, path) -> None:
         del document[head]
 
 
-def _canonical_multipart(request, body: bytes) -> bytes:
-    # A parser of our own: request.POST is empty unless the method is POST,
-    # and the request's upload handlers stay untouched for the view.
+def _canonical_multipart(request) -> bytes:
+    if isinstance(request, Request) or request.method == "POST":
+        # Parse as the view will, once: DRF's request.POST/FILES (any method)
+        # and Django's (POST only) stream files through the upload handlers,
+        # to disk past FILE_UPLOAD_MAX_MEMORY_SIZE, and keep them for the view.
+        # The body is never held whole, so keyed uploads have the same limits
+        # as unkeyed ones. A parse error is the view's answer, before any claim.
+        return _canonical_form(request.POST, request.FILES)
+    # Django parses no other method: a plain view reads request.body itself,
+    # so read it (within DATA_UPLOAD_MAX_MEMORY_SIZE, as the view would) and
+    # parse a copy, leaving the request's upload handlers to the view.
+    body = request.body
     handlers = [import_string(path)(request) for path in settings.FILE_UPLOAD_HANDLERS]
     try:
         fields, files = MultiPartParser(

@@ -10,7 +10,8 @@ def parse(raw: str | None) -> str | None:
     """Return the key, ``None`` when absent, or raise ``KeyMalformed``.
 
     Accepts a bare token or the structured-field string form (``"abc"``,
-    RFC 8941) and requires 1-255 visible ASCII characters once unquoted.
+    RFC 8941) and requires 1-255 visible ASCII characters once unquoted. A
+    comma belongs to a key only in the quoted form (``"a,b"``).
     """
     if raw is None:
         return None
@@ -19,6 +20,15 @@ def parse(raw: str | None) -> str | None:
         if len(value) < 2 or not value.endswith('"'):
             raise KeyMalformed("The quoted key has no closing quote.")
         value = _unquote(value[1:-1])
+    elif "," in value:
+        # WSGI and ASGI servers join a header sent twice into one value with
+        # commas (RFC 9110, section 5.3), so "k1,k2" may be two keys: refuse
+        # it rather than run it as a third. A bare RFC 8941 token cannot hold
+        # a comma either; a key that has one is sent quoted.
+        raise KeyMalformed(
+            "The key has a comma: the header was sent more than once. "
+            'Send a key with a comma in the quoted form ("a,b").'
+        )
     if not value:
         raise KeyMalformed("The key is empty.")
     if len(value) > MAX_LENGTH:
@@ -41,7 +51,10 @@ def _unquote(inner: str) -> str:
         elif char == "\\":
             escaped = True
         elif char == '"':
-            raise KeyMalformed("The quoted key has an unescaped quote.")
+            raise KeyMalformed(
+                "The quoted key has an unescaped quote (was the header sent "
+                "more than once?)."
+            )
         else:
             chars.append(char)
     if escaped:

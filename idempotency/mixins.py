@@ -1,5 +1,7 @@
 """DRF integration: ``IdempotencyMixin`` for viewsets, generic views, APIViews."""
 
+from asgiref.sync import iscoroutinefunction
+
 from . import claims, rendering
 from .conf import idempotency_settings
 from .exceptions import IdempotencyConfigurationError
@@ -52,17 +54,27 @@ class IdempotencyMixin:
             scope=self.get_idempotency_scope,
             required=self.idempotency_required,
             mode=self.idempotency_mode,
-            ttl=self.idempotency_ttl,
+            ttl=claims.view_ttl(
+                self.idempotency_ttl, f"{type(self).__qualname__}.idempotency_ttl"
+            ),
             allow_anonymous=self.idempotency_allow_anonymous,
             exclude_fields=tuple(self.idempotency_exclude_fields),
         )
 
     def initial(self, request, *args, **kwargs):
-        super().initial(request, *args, **kwargs)
-        action = getattr(self, "action", None) or request.method.lower()
         method = request.method.lower()
+        action = getattr(self, "action", None) or method
         handler = getattr(self, method, None)
-        if handler is None or action not in self.get_idempotent_actions():
+        guarded = handler is not None and action in self.get_idempotent_actions()
+        if guarded and iscoroutinefunction(handler):
+            # Refused before DRF's own checks, which fail in an async view.
+            raise IdempotencyConfigurationError(
+                f"{type(self).__qualname__}.{action} is async def, but DRF runs "
+                "handlers synchronously; make it a plain def, or guard an async "
+                "function view with @idempotent."
+            )
+        super().initial(request, *args, **kwargs)
+        if not guarded:
             return
         policy = self.get_idempotency_policy()
 

@@ -15,10 +15,12 @@ from .mixins import IdempotencyMixin
 
 PROBLEM_COMPONENT = "ProblemDetails"
 
-# 1-255 visible ASCII as a bare token, or the RFC 8941 string form "..." whose
-# content, unescaped, is visible ASCII. maxLength bounds the raw header value.
+# 1-255 visible ASCII as a bare token without a comma (a header sent twice
+# arrives comma-joined), or the RFC 8941 string form "..." whose content,
+# unescaped, is visible ASCII. maxLength bounds the raw header value.
 KEY_PATTERN = (
-    r'^(?:[\x21\x23-\x7E][\x21-\x7E]*|"(?:[\x21\x23-\x5B\x5D-\x7E]|\\["\\])+")$'
+    r"^(?:[\x21\x23-\x2B\x2D-\x7E][\x21-\x2B\x2D-\x7E]*"
+    r'|"(?:[\x21\x23-\x5B\x5D-\x7E]|\\["\\])+")$'
 )
 
 PROBLEM_SCHEMA = {
@@ -166,7 +168,8 @@ def _problems(header: str) -> list[tuple[str, str, dict]]:
         (
             "400",
             f"{header} missing or malformed ({uri('key-missing')}, "
-            f"{uri('key-malformed')}).",
+            f"{uri('key-malformed')}), or a body nested too deeply to read "
+            f"({uri('body-too-deep')}).",
             {},
         ),
         (

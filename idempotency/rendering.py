@@ -1,6 +1,14 @@
 """Turn a view's answer into final bytes inside the claim, so it can be stored."""
 
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.request import Request
+
+from . import claims, problems
+from .exceptions import BodyTooDeep
+
+# The request itself failed, before the view changed anything: such answers
+# are not saved, so the corrected retry with the same key runs.
+_INVALID = (ValidationError, ParseError, BodyTooDeep)
 
 
 def drf_producer(view, handler, request, args, kwargs):
@@ -12,14 +20,41 @@ def drf_producer(view, handler, request, args, kwargs):
     """
 
     def produce():
+        _refuse_deep_bodies(request)
+        invalid = False
         try:
             response = handler(request, *args, **kwargs)
+        except BodyTooDeep as exc:
+            response = problems.from_exception(exc, instance=request.path)
+            invalid = True
         except Exception as exc:
             response = view.handle_exception(exc)
-        response = view.finalize_response(request, response, *args, **kwargs)
-        return render(response)
+            invalid = isinstance(exc, _INVALID)
+        response = render(view.finalize_response(request, response, *args, **kwargs))
+        if invalid:
+            raise claims.Invalid(response)
+        return response
 
     return produce
+
+
+def _refuse_deep_bodies(request):
+    # DRF's JSONParser turns a ValueError into a 400 but lets RecursionError
+    # (a body nested past the interpreter's limit) escape as a 500. These
+    # parser instances belong to this request alone, so wrapping their
+    # parse() changes nothing for any other request.
+    for parser in request.parsers:
+        parser.parse = _depth_guarded(parser.parse)
+
+
+def _depth_guarded(parse):
+    def guarded(*args, **kwargs):
+        try:
+            return parse(*args, **kwargs)
+        except RecursionError as exc:
+            raise BodyTooDeep("The body is nested too deeply.") from exc
+
+    return guarded
 
 
 def django_producer(view_func, request, args, kwargs):

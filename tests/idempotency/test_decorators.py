@@ -1,10 +1,13 @@
 """``@idempotent`` on APIView methods, @api_view functions and plain views."""
 
+from datetime import timedelta
+
 import pytest
 from rest_framework.decorators import api_view
 
 from idempotency.decorators import idempotent
 from idempotency.exceptions import IdempotencyConfigurationError
+from idempotency.models import IdempotencyRecord
 from tests.testapp.models import Widget
 
 pytestmark = pytest.mark.django_db
@@ -22,13 +25,17 @@ def test_drf_views_replay_after_content_negotiation(api, path):
     assert Widget.objects.count() == 1
 
 
-def test_browsable_api_rendering_is_stored_as_negotiated(api):
+@pytest.mark.parametrize("accept", ["text/html", "application/json"])
+def test_browsable_api_page_is_sent_but_the_apis_rendering_is_stored(api, accept):
     first = api.post("/t/method/", {"name": "a"}, key="k", Accept="text/html")
+    replay = api.post("/t/method/", {"name": "a"}, key="k", Accept=accept)
 
     assert first.status_code == 201
     assert first["Content-Type"].startswith("text/html")
-    replay = api.post("/t/method/", {"name": "a"}, key="k", Accept="text/html")
-    assert replay["Content-Type"] == first["Content-Type"]
+    # Whatever the retry accepts, it gets the stored JSON and its Content-Type.
+    assert replay["Idempotent-Replayed"] == "true"
+    assert replay["Content-Type"] == "application/json"
+    assert replay.json() == {"id": Widget.objects.get().pk}
 
 
 def test_decorated_api_view_still_authenticates_first():
@@ -63,6 +70,52 @@ def test_decorator_outside_api_view_is_refused_at_import_time():
 def test_unknown_mode_is_refused_naming_the_operation():
     with pytest.raises(IdempotencyConfigurationError, match="'op'"):
         idempotent("op", mode="eventually")(lambda request: None)
+
+
+SWITCHED_OFF_TTLS = [
+    0,
+    0.0,
+    -60,
+    timedelta(0),
+    timedelta(seconds=-1),
+    float("nan"),
+    float("inf"),
+    timedelta(days=3654),  # over ten years: milliseconds given as seconds
+    "3600",
+    True,
+]
+
+
+@pytest.mark.parametrize("ttl", SWITCHED_OFF_TTLS)
+def test_a_ttl_that_would_switch_the_guarantee_off_is_refused_naming_the_operation(
+    ttl,
+):
+    with pytest.raises(IdempotencyConfigurationError, match="ttl of 'op'"):
+        idempotent("op", ttl=ttl)(lambda request: None)
+
+
+def test_a_ttl_is_used_as_given(api):
+    response = api.post("/t/function/", {"name": "a"}, key="k")
+
+    assert response.status_code == 201
+    record = IdempotencyRecord.objects.get()
+    # expires_at is set when the claim is built, a moment before created_at.
+    lifetime = record.expires_at - record.created_at
+    assert timedelta(seconds=59) < lifetime <= timedelta(seconds=60)
+
+
+@pytest.mark.parametrize("ttl", SWITCHED_OFF_TTLS)
+def test_mixin_with_a_ttl_that_would_switch_the_guarantee_off_names_the_class(
+    api, monkeypatch, ttl
+):
+    from tests.testapp import views
+
+    monkeypatch.setattr(views.WidgetViewSet, "idempotency_ttl", ttl)
+    with pytest.raises(
+        IdempotencyConfigurationError, match=r"WidgetViewSet\.idempotency_ttl"
+    ):
+        api.post("/t/widgets/", {"name": "a"}, key="k")
+    assert Widget.objects.count() == 0
 
 
 def test_mixin_with_unknown_mode_names_the_class(api, monkeypatch):

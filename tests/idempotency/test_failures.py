@@ -60,9 +60,12 @@ def test_a_failed_key_still_refuses_a_different_payload(api):
 
 def test_custom_store_status_policy_is_honoured(api, settings):
     settings.IDEMPOTENCY = {"STORE_STATUS": "tests.testapp.policies.only_2xx"}
-    first = api.post("/t/widgets/", {"nome": "typo"}, key="k")
-    assert first.status_code == 400
+    views.faults["402"] = 1
+    first = api.post("/t/widgets/", {"name": "a"}, key="k")
+    assert first.status_code == 402
     assert IdempotencyRecord.objects.get().state == "failed"
+    assert Widget.objects.count() == 0
 
-    fixed = api.post("/t/widgets/", {"nome": "typo"}, key="k")
-    assert "Idempotent-Replayed" not in fixed
+    retry = api.post("/t/widgets/", {"name": "a"}, key="k")
+    assert retry.status_code == 201
+    assert "Idempotent-Replayed" not in retry

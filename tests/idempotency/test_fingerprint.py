@@ -65,10 +65,32 @@ def test_method_path_operation_and_media_type_change_the_hash(change):
     assert fingerprint("{}") != fingerprint("{}", **change)
 
 
-def test_media_type_parameters_are_ignored():
+def test_the_charset_counts_and_an_absent_one_is_the_default():
+    def with_charset(charset):
+        return fingerprint("{}", content_type=f"application/json; charset={charset}")
+
+    # The body is decoded with DEFAULT_CHARSET (utf-8) when none is sent.
+    assert fingerprint("{}") == with_charset("utf-8") == with_charset("UTF8")
+    assert with_charset("latin-1") == with_charset("ISO-8859-1")
+    assert with_charset("latin-1") != with_charset("utf-8")
+
+
+def test_other_media_type_parameters_are_ignored():
     assert fingerprint("{}") == fingerprint(
-        "{}", content_type="application/json; charset=utf-8"
+        "{}", content_type="application/json; profile=order"
     )
+
+
+@pytest.mark.parametrize("opening", ["[", '{"a":'])
+def test_json_nested_too_deep_is_refused(opening):
+    from idempotency.exceptions import BodyTooDeep
+
+    # Past the JSON parser's nesting limit on every supported Python (about
+    # 1,000 levels on 3.11, 10,000 on 3.13).
+    depth = 100_000
+    body = opening * depth + "1" + ("]" if opening == "[" else "}") * depth
+    with pytest.raises(BodyTooDeep):
+        fingerprint(body)
 
 
 def test_non_json_bodies_count_as_raw_bytes():

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from idempotency.models import IdempotencyRecord
+from tests.testapp import views
 from tests.testapp.models import Widget
 
 pytestmark = pytest.mark.django_db
@@ -52,6 +53,30 @@ def test_same_key_different_payload_is_422_and_the_view_does_not_run(api):
     assert list(Widget.objects.values_list("name", flat=True)) == ["a"]
 
 
+def test_the_same_bytes_in_another_charset_are_a_different_request(api):
+    body = '{"name": "café"}'.encode()  # "cafÃ©" once read as latin-1
+
+    def send(content_type):
+        # generic() sends the bytes as given; post() would re-encode them.
+        return api.client.generic(
+            "POST",
+            "/t/widgets/",
+            body,
+            content_type=content_type,
+            headers={"Idempotency-Key": "k1", "Authorization": api.auth},
+        )
+
+    first = send("application/json")
+    declared = send("application/json; charset=utf-8")
+    latin = send("application/json; charset=latin-1")
+
+    assert first.status_code == 201
+    assert declared["Idempotent-Replayed"] == "true"
+    assert latin.status_code == 422
+    assert problem(latin)["type"].endswith("/key-reused")
+    assert list(Widget.objects.values_list("name", flat=True)) == ["café"]
+
+
 def test_same_key_on_another_operation_is_a_different_intent(api):
     api.post("/t/widgets/", {"name": "a"}, key="k1")
     response = api.post("/t/stamped/", {"name": "a"}, key="k1")
@@ -80,6 +105,12 @@ def test_missing_key_is_400_problem(api):
         '"unterminated',
         '""',
         '"a"b"',
+        # The header sent twice: WSGI and ASGI servers join the values with ",".
+        "k1,k1",
+        "k1,k2",
+        '"k1","k1"',
+        '"k1", "k1"',
+        'k1,"k1"',
     ],
 )
 def test_malformed_key_is_400_problem_and_nothing_runs(api, raw):
@@ -97,6 +128,44 @@ def test_structured_field_quoted_key_is_the_same_key(api):
 
     assert response["Idempotent-Replayed"] == "true"
     assert Widget.objects.count() == 1
+
+
+def test_a_comma_is_part_of_a_key_only_in_the_quoted_form(api):
+    first = api.post("/t/widgets/", {"name": "a"}, key='"k1,k2"')
+    second = api.post("/t/widgets/", {"name": "a"}, key='"k1,k2"')
+
+    assert first.status_code == 201
+    assert second["Idempotent-Replayed"] == "true"
+    assert IdempotencyRecord.objects.get().key == "k1,k2"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_header_sent_twice_to_a_real_server_is_malformed(live_server, user):
+    """Through the WSGI server itself, not a test client's prepared environ."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    from tests.conftest import basic_auth
+
+    connection = http.client.HTTPConnection(urlsplit(live_server.url).netloc)
+    body = json.dumps({"name": "a"}).encode()
+    connection.putrequest("POST", "/t/widgets/")
+    for name, value in [
+        ("Authorization", basic_auth(user.username)),
+        ("Content-Type", "application/json"),
+        ("Content-Length", str(len(body))),
+        ("Idempotency-Key", "k1"),
+        ("Idempotency-Key", "k1"),
+    ]:
+        connection.putheader(name, value)
+    connection.endheaders(body)
+    response = connection.getresponse()
+
+    assert response.status == 400
+    assert response.getheader("Content-Type") == PROBLEM
+    assert json.loads(response.read())["type"].endswith("/key-malformed")
+    connection.close()
+    assert Widget.objects.count() == 0
 
 
 def test_key_of_255_visible_characters_is_accepted(api):
@@ -117,11 +186,102 @@ def test_reads_are_not_guarded(api):
     assert IdempotencyRecord.objects.count() == 0
 
 
-def test_client_error_answers_are_stored_and_replayed(api):
+def test_a_request_failing_validation_is_not_saved_and_the_corrected_retry_runs(api):
+    invalid = api.post("/t/widgets/", {"nome": "typo"}, key="k1")
+    assert invalid.status_code == 400
+    assert IdempotencyRecord.objects.count() == 0
+
+    corrected = api.post("/t/widgets/", {"name": "a"}, key="k1")
+    assert corrected.status_code == 201
+    assert "Idempotent-Replayed" not in corrected
+    assert list(Widget.objects.values_list("name", flat=True)) == ["a"]
+    assert IdempotencyRecord.objects.get().state == "completed"
+
+
+def test_the_same_invalid_request_runs_again_and_is_refused_again(api):
     first = api.post("/t/widgets/", {"nome": "typo"}, key="k1")
     second = api.post("/t/widgets/", {"nome": "typo"}, key="k1")
 
     assert first.status_code == second.status_code == 400
+    assert second.content == first.content
+    assert "Idempotent-Replayed" not in second
+    assert IdempotencyRecord.objects.count() == 0
+
+
+def test_a_body_the_parser_refuses_is_not_saved(api):
+    unparsable = api.post("/t/widgets/", b'{"name": ', key="k1")
+    assert unparsable.status_code == 400
+    assert IdempotencyRecord.objects.count() == 0
+
+    assert api.post("/t/widgets/", {"name": "a"}, key="k1").status_code == 201
+
+
+# Past the JSON parser's nesting limit on every supported Python (about 1,000
+# levels on 3.11, 10,000 on 3.13): what no parser reads is a 400, never a 500.
+TOO_DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+def test_a_keyed_body_nested_too_deep_is_a_400_problem(api):
+    response = api.post("/t/widgets/", TOO_DEEP, key="k1")
+
+    assert response.status_code == 400
+    assert problem(response)["type"].endswith("/body-too-deep")
+    assert IdempotencyRecord.objects.count() == 0
+    assert Widget.objects.count() == 0
+
+
+def test_an_unkeyed_body_nested_too_deep_is_a_400_problem_from_the_parser(api):
+    """No key, so no fingerprint: the view's own parse of request.data refuses."""
+    response = api.post("/t/optional/", TOO_DEEP)
+
+    assert response.status_code == 400
+    assert problem(response)["type"].endswith("/body-too-deep")
+    assert Widget.objects.count() == 0
+
+
+def _upload(api, method, *, boundary, content, key="k1"):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test.client import encode_multipart
+
+    body = encode_multipart(
+        boundary, {"name": "scan", "file": SimpleUploadedFile("scan.bin", content)}
+    )
+    return api.client.generic(
+        method,
+        "/t/upload/",
+        body,
+        content_type=f"multipart/form-data; boundary={boundary}",
+        headers={"Idempotency-Key": key, "Authorization": api.auth},
+    )
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT"])
+def test_a_keyed_upload_is_read_as_the_view_reads_it_not_held_in_memory(
+    api, settings, method
+):
+    """Past DATA_UPLOAD_MAX_MEMORY_SIZE, as an unkeyed upload may be."""
+    five_mb = bytes(range(256)) * (5 * 1024 * 4)
+    assert len(five_mb) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+    first = _upload(api, method, boundary="first-send", content=five_mb)
+    retry = _upload(api, method, boundary="another-boundary", content=five_mb)
+    other = _upload(api, method, boundary="first-send", content=five_mb[:-1] + b"!")
+
+    assert first.status_code == 201
+    assert first.json()["size"] == len(five_mb)
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry.content == first.content
+    assert other.status_code == 422
+    assert problem(other)["type"].endswith("/key-reused")
+    assert Widget.objects.count() == 1
+
+
+def test_other_client_errors_are_stored_and_replayed(api):
+    views.faults["402"] = 1
+    first = api.post("/t/widgets/", {"name": "a"}, key="k1")
+    second = api.post("/t/widgets/", {"name": "a"}, key="k1")
+
+    assert first.status_code == second.status_code == 402
     assert second.content == first.content
     assert second["Idempotent-Replayed"] == "true"
 

@@ -19,6 +19,7 @@ from idempotency.exceptions import KeyMalformed
             "8e03978e-40d5-43e8-bc93-6894a57f9324",
         ),
         ("~" * 255, "~" * 255),
+        ('"a,b"', "a,b"),
     ],
 )
 def test_valid_keys(raw, key):
@@ -45,6 +46,9 @@ def test_absent_header_is_none():
         '"a\\b"',
         '"a"b"',
         '"a\\"',
+        "a,b",
+        "a,a",
+        ",",
     ],
 )
 def test_malformed_keys(raw):

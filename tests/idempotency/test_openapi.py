@@ -141,6 +141,8 @@ def test_mixin_docstring_does_not_describe_views(schema):
         ("", False),
         ("tab\there", False),
         ("caf\u00e9", False),
+        ("k1,k2", False),  # the header sent twice
+        ('"k1,k2"', True),
     ],
 )
 def test_key_pattern_matches_what_the_server_accepts(value, valid):

@@ -1,8 +1,10 @@
 """Scopes never leak; anonymous clients cannot grow the table without bound."""
 
 import json
+import re
 
 import pytest
+from django.test import Client
 
 from idempotency.models import IdempotencyRecord
 from tests.conftest import ApiClient
@@ -48,6 +50,62 @@ def test_custom_scope_resolver_isolates_tenants_and_shares_within_one(
         "tenant:acme",
         "tenant:globex",
     }
+
+
+def _browse(client, path="/t/widgets/"):
+    """POST as the browsable API's form does: a session, HTML wanted."""
+    return client.post(
+        path,
+        '{"name": "a"}',
+        content_type="application/json",
+        headers={"Idempotency-Key": "k", "Accept": "text/html"},
+    )
+
+
+def _session_of(user):
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _assert_replayed_without_the_page_of(first, replay, first_client):
+    assert first.status_code == 201
+    assert first["Content-Type"].startswith("text/html")
+    token = re.search(rb'"csrfToken": "([^"]+)"', first.content)[1]
+    secret = first_client.cookies["csrftoken"].value.encode()
+
+    assert replay.status_code == 201
+    assert replay["Idempotent-Replayed"] == "true"
+    # The API's own rendering, whatever the retry accepts.
+    assert replay["Content-Type"] == "application/json"
+    assert json.loads(replay.content)["id"] == Widget.objects.get().pk
+    assert token not in replay.content
+    assert secret not in replay.content
+    record = IdempotencyRecord.objects.get()
+    assert bytes(record.response_body) == replay.content
+
+
+@pytest.mark.parametrize("path", ["/t/widgets/", "/t/method/"])
+def test_a_replay_never_carries_another_sessions_csrf_token(user, path):
+    first_session, second_session = _session_of(user), _session_of(user)
+
+    first = _browse(first_session, path)
+    replay = _browse(second_session, path)
+
+    _assert_replayed_without_the_page_of(first, replay, first_session)
+
+
+def test_a_replay_in_a_tenant_scope_never_carries_a_colleagues_csrf_token(
+    make_user, settings
+):
+    settings.IDEMPOTENCY = {"SCOPE_RESOLVER": f"{__name__}.tenant_scope"}
+    alice = _session_of(make_user("alice", last_name="acme"))
+    bob = _session_of(make_user("bob", last_name="acme"))
+
+    first = _browse(alice)
+    replay = _browse(bob)
+
+    _assert_replayed_without_the_page_of(first, replay, alice)
 
 
 def test_anonymous_keys_are_capped_per_operation(settings):

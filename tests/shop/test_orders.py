@@ -34,13 +34,15 @@ def test_create_requires_a_key(api):
     assert Order.objects.count() == 0
 
 
-def test_invalid_order_is_400_and_replayed(api):
+def test_invalid_order_is_not_saved_and_the_corrected_retry_places_it(api):
     first = api.post("/api/orders/", {"sku": "X", "quantity": 0}, key="k")
-    second = api.post("/api/orders/", {"sku": "X", "quantity": 0}, key="k")
+    again = api.post("/api/orders/", {"sku": "X", "quantity": 0}, key="k")
+    corrected = api.post("/api/orders/", {"sku": "X", "quantity": 1}, key="k")
 
-    assert first.status_code == 400
-    assert second.content == first.content
-    assert Order.objects.count() == 0
+    assert first.status_code == again.status_code == 400
+    assert "Idempotent-Replayed" not in again
+    assert corrected.status_code == 201
+    assert Order.objects.get().quantity == 1
 
 
 def test_users_see_only_their_own_orders(make_user):

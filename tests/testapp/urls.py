@@ -11,12 +11,16 @@ router.register("stamped", views.StampedWidgetViewSet, basename="stamped")
 router.register("anonymous", views.AnonymousWidgetViewSet, basename="anonymous")
 router.register("closed", views.ClosedAnonymousWidgetViewSet, basename="closed")
 router.register("optional", views.OptionalKeyWidgetViewSet, basename="optional")
+router.register("async-create", views.AsyncCreateViewSet, basename="async-create")
 
 urlpatterns = [
     path("", include("project.urls")),
     path("t/", include(router.urls)),
     path("t/charge/", views.ChargeView.as_view()),
+    path("t/upload/", views.UploadView.as_view()),
     path("t/method/", views.DecoratedMethodView.as_view()),
     path("t/function/", views.decorated_api_view),
     path("t/plain/", views.plain_django_view),
+    path("t/async/", views.async_view),
+    path("t/async-handler/", views.AsyncHandlerView.as_view()),
 ]

@@ -1,5 +1,6 @@
 """Views the tests drive: every integration style, plus fault switches."""
 
+import hashlib
 import json
 
 from django.http import HttpResponse, JsonResponse
@@ -15,8 +16,9 @@ from idempotency.mixins import IdempotencyMixin
 from .downstream import provider
 from .models import Widget
 
-# Tests arm these to make the next N calls misbehave.
-faults = {"raise": 0, "500": 0, "409": 0, "crash": 0}
+# Tests arm these to make the next N calls misbehave; "402" is a business
+# refusal (a client error that is not a validation failure).
+faults = {"raise": 0, "500": 0, "409": 0, "402": 0, "crash": 0}
 
 
 class SimulatedCrash(BaseException):
@@ -24,7 +26,7 @@ class SimulatedCrash(BaseException):
 
 
 def _maybe_fail():
-    for name in ("raise", "500", "409", "crash"):
+    for name in faults:
         if faults[name]:
             faults[name] -= 1
             if name == "raise":
@@ -92,6 +94,10 @@ class OptionalKeyWidgetViewSet(WidgetViewSet):
     idempotency_required = False
 
 
+class ChargeSerializer(serializers.Serializer):
+    amount = serializers.IntegerField(min_value=1, default=500)
+
+
 class ChargeView(IdempotencyMixin, APIView):
     """Lease mode: a downstream charge, then the local row, then completion."""
 
@@ -99,13 +105,34 @@ class ChargeView(IdempotencyMixin, APIView):
     idempotency_operation = "widget.charge"
 
     def post(self, request):
-        charge_id = provider.charge(request.idempotency.derive("charge"), 500)
+        serializer = ChargeSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        amount = serializer.validated_data["amount"]
+        charge_id = provider.charge(request.idempotency.derive("charge"), amount)
         widget = Widget.objects.create(name=charge_id)
         failure = _maybe_fail()
         if failure:
             return failure
         request.idempotency.set_resource(widget)
         return Response({"charge": charge_id, "widget": widget.pk}, status=201)
+
+
+class UploadView(IdempotencyMixin, APIView):
+    """Keyed uploads, through DRF's parsers and Django's upload handlers."""
+
+    idempotent_actions = ("post", "put")
+    idempotency_operation = "widget.upload"
+
+    def post(self, request):
+        upload = request.FILES["file"]
+        digest = hashlib.sha256()
+        for chunk in upload.chunks():
+            digest.update(chunk)
+        widget = Widget.objects.create(name=request.data["name"])
+        body = {"id": widget.pk, "size": upload.size, "sha256": digest.hexdigest()}
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    put = post
 
 
 class DecoratedMethodView(APIView):
@@ -121,6 +148,34 @@ class DecoratedMethodView(APIView):
 def decorated_api_view(request):
     widget = Widget.objects.create(name=request.data["name"])
     return Response({"id": widget.pk}, status=status.HTTP_201_CREATED)
+
+
+# Tests set this to an async callable the async view awaits after its write.
+async_view_pause = None
+
+
+@csrf_exempt
+@idempotent("widget.async")
+async def async_view(request):
+    widget = await Widget.objects.acreate(name=json.loads(request.body)["name"])
+    if async_view_pause is not None:
+        await async_view_pause()
+    if faults["raise"]:
+        faults["raise"] -= 1
+        raise RuntimeError("injected failure")
+    return JsonResponse({"id": widget.pk}, status=201)
+
+
+class AsyncHandlerView(IdempotencyMixin, APIView):
+    """DRF runs handlers synchronously: the mixin refuses an async one."""
+
+    async def post(self, request):
+        raise AssertionError("never runs")
+
+
+class AsyncCreateViewSet(IdempotencyMixin, viewsets.GenericViewSet):
+    async def create(self, request):
+        raise AssertionError("never runs")
 
 
 @csrf_exempt
