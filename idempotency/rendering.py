@@ -1,6 +1,10 @@
 """Turn a view's answer into final bytes inside the claim, so it can be stored."""
 
-from rest_framework.exceptions import ParseError, ValidationError
+from rest_framework.exceptions import (
+    ParseError,
+    UnsupportedMediaType,
+    ValidationError,
+)
 from rest_framework.request import Request
 
 from . import claims, problems
@@ -8,7 +12,7 @@ from .exceptions import BodyTooDeep
 
 # The request itself failed, before the view changed anything: such answers
 # are not saved, so the corrected retry with the same key runs.
-_INVALID = (ValidationError, ParseError, BodyTooDeep)
+_INVALID = (ValidationError, ParseError, UnsupportedMediaType, BodyTooDeep)
 
 
 def drf_producer(view, handler, request, args, kwargs):

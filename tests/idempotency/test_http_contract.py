@@ -216,6 +216,15 @@ def test_a_body_the_parser_refuses_is_not_saved(api):
     assert api.post("/t/widgets/", {"name": "a"}, key="k1").status_code == 201
 
 
+def test_a_media_type_the_view_cannot_parse_is_not_saved(api):
+    wrong = api.post("/t/widgets/", b"name=a", key="k1", content_type="text/plain")
+    assert wrong.status_code == 415
+    assert IdempotencyRecord.objects.count() == 0
+
+    # The client fixes its Content-Type and retries with the same key.
+    assert api.post("/t/widgets/", {"name": "a"}, key="k1").status_code == 201
+
+
 # Past the JSON parser's nesting limit on every supported Python (about 1,000
 # levels on 3.11, 10,000 on 3.13): what no parser reads is a 400, never a 500.
 TOO_DEEP = b"[" * 100_000 + b"]" * 100_000
