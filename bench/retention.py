@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from django.db import connection, connections, transaction
 
-from idempotency import clock, retention
 from idempotency.models import IdempotencyRecord
+from idempotency.shared import clock, retention
 
 from . import database
 from .stats import median_ms, table

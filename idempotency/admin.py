@@ -5,7 +5,6 @@ from django.shortcuts import redirect
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from . import clock
 from .console.admin import (
     AgeFilter,
     InputFilter,
@@ -15,6 +14,7 @@ from .console.admin import (
     pretty_json,
 )
 from .models import IdempotencyRecord, OpsDashboard
+from .shared import clock
 
 State = IdempotencyRecord.State
 STATE_COLOURS = {

@@ -10,7 +10,7 @@ class IdempotencyConfig(AppConfig):
     verbose_name = _("Idempotency")
     default_auto_field = "django.db.models.BigAutoField"
 
-    # Contributions to retention and the console (see .contributions).
+    # Contributions to retention and the console (see .shared.contributions).
     retention_kinds = {"idempotency": ["idempotency.ops.purgeable"]}
     console_panels = ["idempotency.ops.panel"]
     console_series = [(_("keys created"), "idempotency.ops.created_per_hour")]

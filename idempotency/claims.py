@@ -17,8 +17,8 @@ from datetime import timedelta
 
 from django.db import DatabaseError, OperationalError, router, transaction
 
-from . import clock, keys, problems, responses
-from .conf import InvalidSetting, as_timedelta, duration, idempotency_settings
+from . import keys, responses
+from .conf import idempotency_settings
 from .exceptions import (
     AnonymousKey,
     AnonymousKeysExhausted,
@@ -32,6 +32,8 @@ from .exceptions import (
 from .fingerprint import compute as compute_fingerprint
 from .models import IdempotencyRecord
 from .scopes import ANONYMOUS
+from .shared import clock, problems
+from .shared.settings import InvalidSetting, as_timedelta, duration
 
 ATOMIC = "atomic"
 LEASE = "lease"

@@ -8,10 +8,11 @@ from drf_spectacular.extensions import OpenApiViewExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import ResolvedComponent, get_doc
 
-from . import keys, problems, responses
+from . import keys, responses
 from .claims import Policy
 from .conf import idempotency_settings
 from .mixins import IdempotencyMixin
+from .shared import problems
 
 PROBLEM_COMPONENT = "ProblemDetails"
 

@@ -7,8 +7,9 @@ from rest_framework.exceptions import (
 )
 from rest_framework.request import Request
 
-from . import claims, problems
+from . import claims
 from .exceptions import BodyTooDeep
+from .shared import problems
 
 # The request itself failed, before the view changed anything: such answers
 # are not saved, so the corrected retry with the same key runs.

@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from . import retention
+from .shared import retention
 
 
 @shared_task(name="idempotency.purge", ignore_result=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from django.db import router, transaction
 
-from idempotency import clock
+from idempotency.shared import clock
 
 from .models import InboxMessage
 

@@ -10,7 +10,7 @@ class InboxConfig(AppConfig):
     verbose_name = _("Inbox")
     default_auto_field = "django.db.models.BigAutoField"
 
-    # Contributions to retention and the console (idempotency.contributions).
+    # Contributions to retention and the console (idempotency.shared.contributions).
     retention_kinds = {"inbox": ["inbox.ops.purgeable"]}
     console_panels = ["inbox.ops.panel"]
 

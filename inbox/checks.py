@@ -5,8 +5,8 @@ from datetime import timedelta
 from django.core.checks import Warning
 from django.core.exceptions import ImproperlyConfigured
 
-from idempotency.checks import base_app_installed
-from idempotency.conf import seconds
+from idempotency.shared.checks import base_app_installed
+from idempotency.shared.settings import seconds
 
 from .conf import inbox_settings
 

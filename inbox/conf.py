@@ -2,7 +2,7 @@
 
 from datetime import timedelta
 
-from idempotency.conf import AppSettings, Option, duration
+from idempotency.shared.settings import AppSettings, Option, duration
 
 inbox_settings = AppSettings(
     "INBOX",

@@ -6,7 +6,6 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from idempotency import clock
 from idempotency.console.admin import (
     AgeFilter,
     InputFilter,
@@ -15,6 +14,7 @@ from idempotency.console.admin import (
     log_action,
     pretty_json,
 )
+from idempotency.shared import clock
 
 from .api import _kick_on_commit
 from .models import OutboxMessage

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import connections, router, transaction
 
-from idempotency import clock
+from idempotency.shared import clock
 
 from .conf import DEBEZIUM, outbox_settings
 from .exceptions import NotInTransaction

@@ -10,7 +10,7 @@ class OutboxConfig(AppConfig):
     verbose_name = _("Outbox")
     default_auto_field = "django.db.models.BigAutoField"
 
-    # Contributions to retention and the console (idempotency.contributions).
+    # Contributions to retention and the console (idempotency.shared.contributions).
     retention_kinds = {"outbox": ["outbox.ops.purgeable"]}
     console_panels = ["outbox.ops.panel"]
     console_series = [(_("events published"), "outbox.ops.published_per_hour")]

@@ -3,7 +3,7 @@
 from django.core.checks import Error, Warning
 from django.core.exceptions import ImproperlyConfigured
 
-from idempotency.checks import base_app_installed, celery_broker_configured
+from idempotency.shared.checks import base_app_installed, celery_broker_configured
 
 from .conf import CELERY, DEBEZIUM, outbox_settings
 

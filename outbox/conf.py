@@ -2,7 +2,7 @@
 
 from datetime import timedelta
 
-from idempotency.conf import (
+from idempotency.shared.settings import (
     AppSettings,
     Option,
     boolean,

@@ -23,8 +23,8 @@ from datetime import timedelta
 
 from django.db import connections, router, transaction
 
-from idempotency import clock
-from idempotency.conf import as_timedelta
+from idempotency.shared import clock
+from idempotency.shared.settings import as_timedelta
 
 from .conf import DEBEZIUM, outbox_settings
 from .models import OutboxMessage

@@ -81,7 +81,7 @@ class ApiClient:
 @pytest.fixture
 def clock(monkeypatch):
     """Move the apps' clock forward without sleeping."""
-    from idempotency import clock as clock_module
+    from idempotency.shared import clock as clock_module
 
     real_now = clock_module.now
 

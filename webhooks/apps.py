@@ -10,7 +10,7 @@ class WebhooksConfig(AppConfig):
     verbose_name = _("Webhooks")
     default_auto_field = "django.db.models.BigAutoField"
 
-    # Contributions to retention and the console (idempotency.contributions).
+    # Contributions to retention and the console (idempotency.shared.contributions).
     retention_kinds = {
         "webhooks": ["webhooks.ops.purgeable_receipts", "webhooks.ops.purgeable_counts"]
     }

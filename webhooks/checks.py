@@ -5,8 +5,8 @@ from datetime import timedelta
 from django.core.checks import Warning
 from django.core.exceptions import ImproperlyConfigured
 
-from idempotency.checks import base_app_installed, celery_broker_configured
-from idempotency.conf import Problem
+from idempotency.shared.checks import base_app_installed, celery_broker_configured
+from idempotency.shared.settings import Problem
 
 from . import sources
 from .conf import webhooks_settings

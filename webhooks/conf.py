@@ -3,7 +3,7 @@
 import re
 from datetime import timedelta
 
-from idempotency.conf import (
+from idempotency.shared.settings import (
     AppSettings,
     InvalidSetting,
     Option,

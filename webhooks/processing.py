@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from django.db import router, transaction
 
-from idempotency import clock
+from idempotency.shared import clock
 
 from .handlers import Event, handlers_for
 from .models import WebhookReceipt

@@ -2,7 +2,7 @@
 
 from django.db import connections, models
 
-from idempotency.conf import as_timedelta
+from idempotency.shared.settings import as_timedelta
 
 from .conf import webhooks_settings
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.core.checks import CheckMessage, Warning
 
-from idempotency.conf import Problem, refuse, validate_dict
+from idempotency.shared.settings import Problem, refuse, validate_dict
 
 from .conf import (
     MIN_SECRET_BYTES,

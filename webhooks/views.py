@@ -10,8 +10,8 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from idempotency import clock
-from idempotency.problems import from_exception, problem_response
+from idempotency.shared import clock
+from idempotency.shared.problems import from_exception, problem_response
 
 from . import bodies, sources
 from .conf import webhooks_settings

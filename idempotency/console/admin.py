@@ -11,7 +11,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
-from .. import clock
+from ..shared import clock
 from .panels import COUNT_CAP
 
 

@@ -8,7 +8,7 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from .. import clock, contributions, retention
+from ..shared import clock, contributions, retention
 from .chart import hourly_chart
 from .panels import COUNT_CAP, capped
 

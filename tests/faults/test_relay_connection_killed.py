@@ -6,7 +6,7 @@ import threading
 import pytest
 from django.db import OperationalError, connection, connections
 
-from idempotency.conf import as_timedelta
+from idempotency.shared.settings import as_timedelta
 from outbox import relay
 from outbox.models import OutboxMessage
 from outbox.publishers import BasePublisher

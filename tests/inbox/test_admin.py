@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from idempotency import retention
+from idempotency.shared import retention
 from inbox.models import InboxMessage
 
 pytestmark = pytest.mark.django_db

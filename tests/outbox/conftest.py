@@ -29,7 +29,7 @@ def eager_celery():
 @pytest.fixture
 def make_messages():
     """Record ``count`` committed-looking events fast (one bulk insert)."""
-    from idempotency import clock
+    from idempotency.shared import clock
     from outbox.api import MESSAGE_ID_HEADER
     from outbox.models import OutboxMessage
 

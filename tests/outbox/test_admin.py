@@ -9,7 +9,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client, override_settings
 from django.utils import timezone
 
-from idempotency import retention
+from idempotency.shared import retention
 from outbox import relay, tasks
 from outbox.models import OutboxMessage
 from tests.conftest import run_concurrently

@@ -330,7 +330,7 @@ def test_purge_keeps_unprocessed_receipts_whatever_their_age(clock):
     receipt("fresh", "processed")
     WebhookRejection.objects.count_one(source="github", reason="bad-signature", now=old)
 
-    from idempotency import retention
+    from idempotency.shared import retention
 
     assert retention.purge(only=["webhooks"]) == {"webhooks": 3}
     assert set(WebhookReceipt.objects.values_list("delivery_id", flat=True)) == {

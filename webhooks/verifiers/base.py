@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from django.core.exceptions import ImproperlyConfigured
 
-from idempotency import clock
+from idempotency.shared import clock
 
 from .. import bodies
 

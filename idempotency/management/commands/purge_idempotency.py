@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from idempotency import retention
+from idempotency.shared import retention
 
 
 class Command(BaseCommand):

@@ -7,8 +7,8 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from idempotency import clock
 from idempotency.models import IdempotencyRecord
+from idempotency.shared import clock
 from inbox.models import InboxMessage
 from outbox.models import OutboxMessage
 from webhooks.models import WebhookReceipt, WebhookRejection

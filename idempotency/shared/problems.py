@@ -4,7 +4,7 @@ import json
 
 from django.http import HttpResponse
 
-from .conf import idempotency_settings
+from ..conf import idempotency_settings
 
 CONTENT_TYPE = "application/problem+json"
 

@@ -5,8 +5,9 @@ from datetime import timedelta
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from idempotency import conf
-from idempotency.conf import AppSettings, Option, as_timedelta, idempotency_settings
+from idempotency.shared import settings as conf
+from idempotency.conf import idempotency_settings
+from idempotency.shared.settings import AppSettings, Option, as_timedelta
 
 
 def test_defaults_apply(settings):

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 from django.apps import apps
 
-from idempotency import contributions
+from idempotency.shared import contributions
 
 
 def test_every_app_contributes_in_installed_apps_order():

@@ -8,9 +8,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from idempotency import contributions, retention
 from idempotency.models import IdempotencyRecord
 from idempotency.querysets import IdempotencyRecordQuerySet
+from idempotency.shared import contributions, retention
 from tests.conftest import ApiClient, run_concurrently
 
 pytestmark = pytest.mark.django_db
