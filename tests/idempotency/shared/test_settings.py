@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from idempotency.shared import settings as conf
 from idempotency.conf import idempotency_settings
+from idempotency.shared import settings as conf
 from idempotency.shared.settings import AppSettings, Option, as_timedelta
 
 
