@@ -1,6 +1,8 @@
 """Queries on inbox messages, named by intent."""
 
-from django.db import connections, models
+from django.db import models
+
+from idempotency.shared.inserts import insert_unless_exists
 
 
 class InboxMessageQuerySet(models.QuerySet):
@@ -19,21 +21,10 @@ class InboxMessageQuerySet(models.QuerySet):
         A concurrent insert of the same id blocks on the unique index until its
         transaction ends, then this one does nothing: no check-then-insert.
         """
-        connection = connections[self.db]
-        table = connection.ops.quote_name(self.model._meta.db_table)
-        sql = (
-            f"INSERT INTO {table} (subscriber, message_id, received_at, duplicates) "
-            "VALUES (%s, %s, %s, 0) "
-            "ON CONFLICT (subscriber, message_id) DO NOTHING RETURNING id"
+        inserted = insert_unless_exists(
+            self, subscriber=subscriber, message_id=message_id, received_at=now
         )
-        params = [
-            subscriber,
-            message_id,
-            connection.ops.adapt_datetimefield_value(now),
-        ]
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchone() is not None
+        return inserted is not None
 
     def count_duplicate(self, subscriber, message_id) -> None:
         self.for_message(subscriber, message_id).update(

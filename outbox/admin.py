@@ -20,7 +20,11 @@ from .api import _kick_on_commit
 from .models import OutboxMessage
 
 State = OutboxMessage.State
-STATE_COLOURS = {"pending": "#b7791f", "published": "#2f855a", "dead": "#c53030"}
+STATE_COLOURS = {
+    State.PENDING: "#b7791f",
+    State.PUBLISHED: "#2f855a",
+    State.DEAD: "#c53030",
+}
 
 
 class RetryingFilter(admin.SimpleListFilter):

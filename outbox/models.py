@@ -9,11 +9,14 @@ from django.utils.translation import gettext_lazy as _
 from .querysets import OutboxMessageQuerySet
 
 
+class MessageState(models.TextChoices):
+    PENDING = "pending", _("pending")
+    PUBLISHED = "published", _("published")
+    DEAD = "dead", _("dead")
+
+
 class OutboxMessage(models.Model):
-    class State(models.TextChoices):
-        PENDING = "pending", _("pending")
-        PUBLISHED = "published", _("published")
-        DEAD = "dead", _("dead")
+    State = MessageState
 
     # id, aggregatetype, aggregateid, type and payload are Debezium's default
     # names, so a team can switch to CDC without a migration.
@@ -75,13 +78,13 @@ class OutboxMessage(models.Model):
             # The relay's claim: pending rows in due order.
             models.Index(
                 fields=["available_at"],
-                condition=models.Q(state="pending"),
+                condition=models.Q(state=MessageState.PENDING),
                 name="outbox_due_idx",
             ),
             # Ordered mode: "is an older message of this aggregate unpublished?"
             models.Index(
                 fields=["aggregatetype", "aggregateid", "created_at"],
-                condition=~models.Q(state="published"),
+                condition=~models.Q(state=MessageState.PUBLISHED),
                 name="outbox_unpublished_idx",
             ),
             # The console: filter by state, newest first; search by aggregate.
@@ -91,7 +94,7 @@ class OutboxMessage(models.Model):
             # Retention: published rows past their age.
             models.Index(
                 fields=["published_at"],
-                condition=models.Q(state="published"),
+                condition=models.Q(state=MessageState.PUBLISHED),
                 name="outbox_published_idx",
             ),
         ]

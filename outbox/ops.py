@@ -13,6 +13,8 @@ from idempotency.console.panels import (
 from .conf import outbox_settings
 from .models import OutboxMessage
 
+State = OutboxMessage.State
+
 
 def panel(now) -> Panel:
     messages = OutboxMessage.objects
@@ -24,12 +26,12 @@ def panel(now) -> Panel:
             Figure(
                 _("backlog (pending)"),
                 capped_count(messages.pending()),
-                changelist_url(OutboxMessage, state__exact="pending"),
+                changelist_url(OutboxMessage, state__exact=State.PENDING),
             ),
             Figure(
                 _("oldest pending age"),
                 _age(lag),
-                changelist_url(OutboxMessage, state__exact="pending", o="5"),
+                changelist_url(OutboxMessage, state__exact=State.PENDING, o="5"),
                 alert=lag is not None and lag.total_seconds() > 300,
             ),
             Figure(
@@ -40,7 +42,7 @@ def panel(now) -> Panel:
             Figure(
                 _("dead"),
                 dead,
-                changelist_url(OutboxMessage, state__exact="dead"),
+                changelist_url(OutboxMessage, state__exact=State.DEAD),
                 alert=dead != 0,
             ),
         ],

@@ -5,13 +5,13 @@ from django.db import models
 
 class OutboxMessageQuerySet(models.QuerySet):
     def pending(self):
-        return self.filter(state="pending")
+        return self.filter(state=self.model.State.PENDING)
 
     def published(self):
-        return self.filter(state="published")
+        return self.filter(state=self.model.State.PUBLISHED)
 
     def dead(self):
-        return self.filter(state="dead")
+        return self.filter(state=self.model.State.DEAD)
 
     def due(self, now):
         """Pending messages whose time has come, leased or not."""
@@ -40,7 +40,7 @@ class OutboxMessageQuerySet(models.QuerySet):
         """Give dead messages a fresh attempt budget; ``attempts`` keeps growing
         so every write-back stays fenced."""
         return self.dead().update(
-            state="pending",
+            state=self.model.State.PENDING,
             available_at=now,
             locked_until=None,
             requeued_at_attempt=models.F("attempts"),

@@ -110,14 +110,16 @@ def _claim_sql(connection, now, lease_end, limit):
             f"AND NOT EXISTS (SELECT 1 FROM {table} AS older "
             "WHERE older.aggregatetype = m.aggregatetype "
             "AND older.aggregateid = m.aggregateid "
-            "AND older.state <> 'published' "
+            f"AND older.state <> '{State.PUBLISHED}' "
             "AND (older.created_at < m.created_at OR "
             "(older.created_at = m.created_at AND older.id < m.id)))"
         )
     # MATERIALIZED: the locking subquery must run once, not per outer row.
     sql = (
         f"WITH picked AS MATERIALIZED (SELECT m.id FROM {table} AS m "
-        "WHERE m.state = 'pending' AND m.available_at <= %s "
+        # The state as a literal, not a parameter: the planner matches it to
+        # the partial index on due messages.
+        f"WHERE m.state = '{State.PENDING}' AND m.available_at <= %s "
         "AND (m.locked_until IS NULL OR m.locked_until <= %s) "
         f"{ordered} ORDER BY m.available_at LIMIT %s {lock}) "
         f"UPDATE {table} SET attempts = attempts + 1, locked_until = %s, "

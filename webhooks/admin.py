@@ -27,14 +27,11 @@ from .verifiers.base import REASONS
 
 State = WebhookReceipt.State
 STATE_COLOURS = {
-    "received": "#2b6cb0",
-    "processing": "#b7791f",
-    "processed": "#2f855a",
-    "failed": "#c53030",
-    "skipped": "#718096",
+    State.RECEIVED: "#2b6cb0",
+    State.PROCESSED: "#2f855a",
+    State.FAILED: "#c53030",
+    State.SKIPPED: "#718096",
 }
-REPLAYABLE = (State.RECEIVED, State.FAILED)
-DONE = (State.PROCESSED, State.SKIPPED)
 
 
 class SourceFilter(admin.SimpleListFilter):
@@ -132,7 +129,7 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
         replayed = _reopen(
             request,
             queryset,
-            Q(state__in=REPLAYABLE),
+            Q(state__in=WebhookReceipt.REPLAYABLE),
             log="Replayed webhook receipt (enqueued again).",
         )
         skipped = queryset.count() - len(replayed)
@@ -169,7 +166,7 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
         reopened = _reopen(
             request,
             queryset,
-            Q(state__in=DONE),
+            Q(state__in=WebhookReceipt.FINISHED),
             _as_seen(seen),
             log="Forced reprocessing of webhook receipt.",
         )
@@ -194,7 +191,7 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
         return None
 
     def _confirm_reprocess(self, request, queryset):
-        done = queryset.filter(state__in=DONE)
+        done = queryset.filter(state__in=WebhookReceipt.FINISHED)
         return TemplateResponse(
             request,
             "admin/webhooks/force_reprocess.html",
@@ -204,7 +201,7 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
                 "opts": self.opts,
                 "receipts": list(done[:100]),
                 "count": done.count(),
-                "skipped": queryset.exclude(state__in=DONE).count(),
+                "skipped": queryset.exclude(state__in=WebhookReceipt.FINISHED).count(),
                 "queryset": queryset,
                 # The version of each receipt the operator is shown.
                 "versions": " ".join(

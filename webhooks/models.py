@@ -6,13 +6,23 @@ from django.utils.translation import gettext_lazy as _
 from .querysets import WebhookReceiptQuerySet, WebhookRejectionQuerySet
 
 
+class ReceiptState(models.TextChoices):
+    RECEIVED = "received", _("received")
+    PROCESSED = "processed", _("processed")
+    FAILED = "failed", _("failed")
+    SKIPPED = "skipped", _("skipped")
+
+
+# No worker runs these again unless an operator forces it; only these are
+# ever purged. (Module level: the model's Meta cannot see its class body.)
+FINISHED = [ReceiptState.PROCESSED, ReceiptState.SKIPPED]
+
+
 class WebhookReceipt(models.Model):
-    class State(models.TextChoices):
-        RECEIVED = "received", _("received")
-        PROCESSING = "processing", _("processing")
-        PROCESSED = "processed", _("processed")
-        FAILED = "failed", _("failed")
-        SKIPPED = "skipped", _("skipped")
+    State = ReceiptState
+    FINISHED = tuple(FINISHED)
+    # What a replay may enqueue again.
+    REPLAYABLE = (State.RECEIVED, State.FAILED)
 
     source = models.CharField(
         _("source"), max_length=64, help_text=_("Key in WEBHOOKS['SOURCES'].")
@@ -89,7 +99,7 @@ class WebhookReceipt(models.Model):
             # Retention: finished receipts by age, the only ones ever purged.
             models.Index(
                 fields=["processed_at"],
-                condition=models.Q(state__in=["processed", "skipped"]),
+                condition=models.Q(state__in=FINISHED),
                 name="webhooks_done_idx",
             ),
         ]

@@ -41,7 +41,7 @@ def process(receipt_id: int) -> str:
             receipt = receipts.claimable(receipt_id).first()
             if receipt is None:
                 return BUSY if receipts.filter(pk=receipt_id).exists() else MISSING
-            if receipt.state in (State.PROCESSED, State.SKIPPED):
+            if receipt.state in WebhookReceipt.FINISHED:
                 return receipt.state
             handlers = handlers_for(receipt.source, receipt.event_type)
             event = Event(

@@ -2,12 +2,10 @@
 
 from django.db import connections, models
 
+from idempotency.shared.inserts import insert_or_update, insert_unless_exists
 from idempotency.shared.settings import as_timedelta
 
 from .conf import webhooks_settings
-
-RECEIVED, FAILED = "received", "failed"
-DONE = ("processed", "skipped")
 
 
 class WebhookReceiptQuerySet(models.QuerySet):
@@ -32,11 +30,11 @@ class WebhookReceiptQuerySet(models.QuerySet):
     def purgeable(self, now):
         """Processed or skipped receipts older than the retention; never others."""
         cutoff = now - as_timedelta(webhooks_settings.RETENTION)
-        return self.filter(state__in=DONE, processed_at__lt=cutoff)
+        return self.filter(state__in=self.model.FINISHED, processed_at__lt=cutoff)
 
     def waiting(self, before):
         """Received receipts no worker finished: their enqueue may have been lost."""
-        return self.filter(state=RECEIVED, received_at__lt=before)
+        return self.filter(state=self.model.State.RECEIVED, received_at__lt=before)
 
     def insert_received(self, *, source, delivery, headers, body, body_sha256, now):
         """Insert a received receipt unless it exists; return its id or None.
@@ -48,36 +46,18 @@ class WebhookReceiptQuerySet(models.QuerySet):
         first commits, then inserts nothing, so exactly one request owns the
         new receipt.
         """
-        connection = connections[self.db]
-        fields = {f.name: f for f in self.model._meta.concrete_fields}
-        values = {
-            "source": source,
-            "delivery_id": delivery.delivery_id,
-            "event_type": delivery.event_type,
-            "occurred_at": delivery.occurred_at,
-            "headers": headers,
-            "body": body,
-            "body_sha256": body_sha256,
-            "state": RECEIVED,
-            "attempts": 0,
-            "last_error": "",
-            "received_at": now,
-        }
-        columns = ", ".join(fields[name].column for name in values)
-        params = [
-            fields[name].get_db_prep_save(value, connection)
-            for name, value in values.items()
-        ]
-        table = connection.ops.quote_name(self.model._meta.db_table)
-        sql = (
-            f"INSERT INTO {table} ({columns}) "
-            f"VALUES ({', '.join(['%s'] * len(params))}) "
-            "ON CONFLICT DO NOTHING RETURNING id"
+        return insert_unless_exists(
+            self,
+            source=source,
+            delivery_id=delivery.delivery_id,
+            event_type=delivery.event_type,
+            occurred_at=delivery.occurred_at,
+            headers=headers,
+            body=body,
+            body_sha256=body_sha256,
+            state=self.model.State.RECEIVED,
+            received_at=now,
         )
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            row = cursor.fetchone()
-        return row[0] if row else None
 
     def reopen_failed(self, pk) -> bool:
         """Turn a failed receipt back to received; True if this call did it.
@@ -85,15 +65,16 @@ class WebhookReceiptQuerySet(models.QuerySet):
         Conditional UPDATE: of two redeliveries racing, one reopens it and
         enqueues, the other sees it received and answers a plain duplicate.
         """
-        return bool(self.filter(pk=pk, state=FAILED).update(state=RECEIVED))
+        State = self.model.State
+        return bool(self.filter(pk=pk, state=State.FAILED).update(state=State.RECEIVED))
 
     def record_failure(self, pk, error):
         """Mark failed after the processing transaction rolled back."""
         return (
             self.filter(pk=pk)
-            .exclude(state__in=DONE)
+            .exclude(state__in=self.model.FINISHED)
             .update(
-                state=FAILED,
+                state=self.model.State.FAILED,
                 attempts=models.F("attempts") + 1,
                 last_error=error,
             )
@@ -107,20 +88,16 @@ class WebhookRejectionQuerySet(models.QuerySet):
 
     def count_one(self, *, source, reason, now):
         """Add one to today's (source, reason) count in one statement."""
-        connection = connections[self.db]
-        table = connection.ops.quote_name(self.model._meta.db_table)
-        fields = {f.name: f for f in self.model._meta.concrete_fields}
-        params = [
-            source,
-            reason,
-            fields["day"].get_db_prep_save(now.date(), connection),
-            fields["last_seen_at"].get_db_prep_save(now, connection),
-        ]
-        sql = (
-            f"INSERT INTO {table} (source, reason, day, count, last_seen_at) "
-            "VALUES (%s, %s, %s, 1, %s) "
-            "ON CONFLICT (source, reason, day) DO UPDATE SET "
-            f"count = {table}.count + 1, last_seen_at = excluded.last_seen_at"
+        table = connections[self.db].ops.quote_name(self.model._meta.db_table)
+        insert_or_update(
+            self,
+            {
+                "source": source,
+                "reason": reason,
+                "day": now.date(),
+                "count": 1,
+                "last_seen_at": now,
+            },
+            unique=("source", "reason", "day"),
+            update=f"count = {table}.count + 1, last_seen_at = excluded.last_seen_at",
         )
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
