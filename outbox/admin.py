@@ -16,7 +16,7 @@ from idempotency.console.admin import (
 )
 from idempotency.shared import clock
 
-from .api import _kick_on_commit
+from .kicks import relay_kicker
 from .models import OutboxMessage
 
 State = OutboxMessage.State
@@ -139,7 +139,7 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
             log_action(request, requeued, "Requeued outbox message (same message id).")
             if requeued:
                 # Publish them now, not at the next beat.
-                _kick_on_commit(using)
+                relay_kicker.on_commit(using)
         done = len(requeued)
         skipped = queryset.count() - done
         self.report(

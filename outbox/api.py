@@ -1,6 +1,5 @@
 """Record an event in the caller's transaction: ``record(...)``."""
 
-import logging
 import uuid
 from typing import Any
 
@@ -10,13 +9,12 @@ from idempotency.shared import clock
 
 from .conf import DEBEZIUM, outbox_settings
 from .exceptions import NotInTransaction
+from .kicks import relay_kicker
 from .models import OutboxMessage
 
 # The header every delivery carries; consumers dedupe on it (the inbox reads
 # the same name: the wire format is the contract, not an import).
 MESSAGE_ID_HEADER = "once-message-id"
-
-logger = logging.getLogger("outbox")
 
 
 def record(
@@ -69,7 +67,7 @@ def record(
             # row is never updated. Same transaction, so nothing is lost.
             OutboxMessage.objects.using(using).filter(pk=message_id).delete()
         else:
-            _kick_on_commit(using)
+            relay_kicker.on_commit(using)
     return message_id
 
 
@@ -86,34 +84,3 @@ def _lock_aggregate(connection, aggregate_type, aggregate_id):
             "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
             [f"outbox\x1f{aggregate_type}\x1f{aggregate_id}"],
         )
-
-
-def _kick_on_commit(using):
-    """Send the relay task once the current transaction commits (unless
-    KICK_ON_COMMIT is off); the console's requeue kicks it the same way."""
-    if not outbox_settings.KICK_ON_COMMIT:
-        return
-    # One kick per transaction, however many events it recorded.
-    connection = connections[using]
-    if any(entry[1] is _kickers.get(using) for entry in connection.run_on_commit):
-        return
-    kicker = _kickers.setdefault(using, _Kick(using))
-    transaction.on_commit(kicker, using=using, robust=True)
-
-
-class _Kick:
-    def __init__(self, using):
-        self.using = using
-
-    def __call__(self):
-        from .tasks import relay
-
-        try:
-            # retry=False: a request must not hang on a broker outage; the
-            # beat schedule drains what this kick would have.
-            relay.apply_async(retry=False)
-        except Exception:
-            logger.warning("Could not kick the outbox relay", exc_info=True)
-
-
-_kickers: dict[str, _Kick] = {}

@@ -6,6 +6,7 @@ import pytest
 from django.db import connection, connections
 from django.test import Client
 
+from outbox.kicks import relay_kicker
 from tests.testapp import views
 from tests.testapp.downstream import provider
 
@@ -23,6 +24,7 @@ def _reset_doubles():
     for name in views.faults:
         views.faults[name] = 0
     provider.reset()
+    relay_kicker.reset()  # each test starts outside any kick window
     yield
 
 
