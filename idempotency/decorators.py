@@ -65,9 +65,25 @@ def idempotent(
             wrapper = _async_view(view_func, policy)
         # Read by idempotency.openapi to document the guarded operation.
         wrapper.idempotency_policy = policy
+        # @api_view turns the function into an APIView subclass named after
+        # it, in its module; the schema finds the policy by that name.
+        _function_view_policies[(wrapper.__module__, wrapper.__name__)] = policy
         return wrapper
 
     return decorator
+
+
+# (module, function name) -> the policy of each decorated function view.
+_function_view_policies: dict[tuple[str, str], claims.Policy] = {}
+
+
+def function_view_policy(view_class) -> claims.Policy | None:
+    """The policy of the ``@idempotent`` function an ``@api_view`` class wraps.
+
+    DRF names the class it makes after the function and puts it in the
+    function's module (``rest_framework.decorators.api_view``).
+    """
+    return _function_view_policies.get((view_class.__module__, view_class.__name__))
 
 
 def _async_view(view_func, policy):

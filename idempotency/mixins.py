@@ -7,6 +7,11 @@ from .conf import idempotency_settings
 from .exceptions import IdempotencyConfigurationError
 
 
+def action_name(view, method: str) -> str:
+    """What ``idempotent_actions`` names: a viewset's action, else the method."""
+    return getattr(view, "action", None) or method.lower()
+
+
 class IdempotencyMixin:
     """Guard mutating actions of a DRF view with idempotency keys.
 
@@ -36,8 +41,8 @@ class IdempotencyMixin:
     def get_idempotency_operation(self):
         if self.idempotency_operation:
             return self.idempotency_operation
-        action = getattr(self, "action", None) or self.request.method.lower()
         cls = type(self)
+        action = action_name(self, self.request.method)
         return f"{cls.__module__}.{cls.__qualname__}.{action}"
 
     def get_idempotency_scope(self, request):
@@ -63,7 +68,7 @@ class IdempotencyMixin:
 
     def initial(self, request, *args, **kwargs):
         method = request.method.lower()
-        action = getattr(self, "action", None) or method
+        action = action_name(self, method)
         handler = getattr(self, method, None)
         guarded = handler is not None and action in self.get_idempotent_actions()
         if guarded and iscoroutinefunction(handler):

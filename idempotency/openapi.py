@@ -11,7 +11,8 @@ from drf_spectacular.plumbing import ResolvedComponent, get_doc
 from . import keys, responses
 from .claims import Policy
 from .conf import idempotency_settings
-from .mixins import IdempotencyMixin
+from .decorators import function_view_policy
+from .mixins import IdempotencyMixin, action_name
 from .shared import problems
 
 PROBLEM_COMPONENT = "ProblemDetails"
@@ -44,14 +45,14 @@ PROBLEM_SCHEMA = {
 
 
 def _policy_for(view, method: str) -> Policy | None:
-    if isinstance(view, IdempotencyMixin):
-        # The same decision IdempotencyMixin.initial() takes at request time.
-        action = getattr(view, "action", None) or method.lower()
-        if action in view.get_idempotent_actions():
-            return view.get_idempotency_policy()
-    action = getattr(view, "action", None)
-    handler = getattr(view, action or method.lower(), None)
-    return _decorated_policy(handler)
+    action = action_name(view, method)
+    # The same decision IdempotencyMixin.initial() takes at request time.
+    if isinstance(view, IdempotencyMixin) and action in view.get_idempotent_actions():
+        return view.get_idempotency_policy()
+    handler = getattr(view, action, None)
+    # An APIView method carries its policy; an @api_view function's class is
+    # found by its name.
+    return _decorated_policy(handler) or function_view_policy(type(view))
 
 
 def _decorated_policy(handler) -> Policy | None:
@@ -59,15 +60,6 @@ def _decorated_policy(handler) -> Policy | None:
         policy = getattr(handler, "idempotency_policy", None)
         if isinstance(policy, Policy):
             return policy
-        # @api_view keeps the decorated function only in its handler's closure.
-        function = getattr(handler, "__func__", handler)
-        for cell in getattr(function, "__closure__", None) or ():
-            try:
-                policy = getattr(cell.cell_contents, "idempotency_policy", None)
-            except ValueError:  # an empty cell
-                continue
-            if isinstance(policy, Policy):
-                return policy
         handler = getattr(handler, "__wrapped__", None)
     return None
 
