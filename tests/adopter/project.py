@@ -226,7 +226,10 @@ class Database:
             "USER": self.params["user"],
             "PASSWORD": self.params["password"],
         }
-        return f"DATABASES = {{'default': {config!r}}}\n"
+        return (
+            "# The test's: the database it created for this project.\n"
+            f"DATABASES = {{'default': {config!r}}}\n"
+        )
 
     def value(self, sql, *params):
         """The first column of the first row of ``sql`` (None without a row)."""
