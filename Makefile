@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PYTHON6 ?= $(shell for p in python3.13 python3.12 $$(ls -d $$HOME/.pyenv/versions/3.1[23]*/bin/python3.1[23] 2>/dev/null); do $$p -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1 && { echo $$p; break; }; done)
 VENV6 ?= .venv-django6
 
-.PHONY: install demo test test-django6 lint format bench
+.PHONY: install demo test test-django6 lint format bench docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,3 +49,7 @@ format: install
 
 bench: install
 	$(BIN)/python -m bench
+
+# docs/settings.md from the apps' option tables (tests/test_docs.py checks it).
+docs: install
+	$(BIN)/python docs/reference.py
