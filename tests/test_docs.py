@@ -40,5 +40,33 @@ def test_the_checks_page_lists_every_check_id():
     assert sorted(in_code - documented) == [], "add them to docs/checks.md"
 
 
+# A problem type: an exception's ``type``, a literal ``slug=``, and for refused
+# webhooks "webhook-" + each reason a verifier raises.
+PROBLEM_TYPE = re.compile(r'^\s+type = "([a-z-]+)"$|slug="([a-z-]+)"', re.M)
+RAISED_REASON = re.compile(r"(?:VerificationFailed|Failed)\(([A-Z_]+)\b")
+REASON = re.compile(r'^([A-Z_]+) = "([a-z-]+)"$', re.M)
+
+
+def test_the_problems_page_has_a_section_per_problem_type():
+    sources = [p.read_text() for app in APPS for p in (ROOT / app).rglob("*.py")]
+    in_code = {
+        slug
+        for text in sources
+        for match in PROBLEM_TYPE.findall(text)
+        for slug in match
+        if slug
+    }
+    reasons = dict(REASON.findall(_read("webhooks/verifiers/base.py")))
+    raised = {name for text in sources for name in RAISED_REASON.findall(text)}
+    in_code |= {f"webhook-{reasons[name]}" for name in raised & set(reasons)}
+    documented = set(re.findall(r"^## ([a-z-]+)$", _page("problems.md"), re.M))
+    assert "key-reused" in in_code and "webhook-bad-signature" in in_code
+    assert sorted(in_code - documented) == [], "add them to docs/problems.md"
+
+
+def _read(path):
+    return (ROOT / path).read_text()
+
+
 def _page(name):
     return (ROOT / "docs" / name).read_text()
