@@ -1,0 +1,25 @@
+"""The README's marked blocks, which the adopter tests write into a project:
+each has a place there and is code as written (no placeholders)."""
+
+from .project import BLOCKS, INSTALL_BLOCK, documented_extras, readme_blocks
+
+
+def test_every_marked_block_has_a_place_in_the_project():
+    blocks = readme_blocks()
+    assert set(blocks) == {INSTALL_BLOCK, *BLOCKS}
+    for name, (path, _how) in BLOCKS.items():
+        # Its first line tells the reader the file the test writes it into.
+        first_line = blocks[name].splitlines()[0]
+        assert first_line.startswith(f"# {path}"), name
+
+
+def test_the_marked_python_blocks_compile_and_hold_no_placeholder():
+    blocks = readme_blocks()
+    for name in BLOCKS:
+        compile(blocks[name], f"README block {name!r}", "exec")
+        # `...` compiles, but as a placeholder it would not run as written.
+        assert "..." not in blocks[name], name
+
+
+def test_the_install_block_names_the_database_and_broker_extras():
+    assert documented_extras() == "postgres,redis"

@@ -1,0 +1,72 @@
+"""The reference pages in docs/ say what the code does."""
+
+import importlib.util
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+APPS = ("idempotency", "outbox", "inbox", "webhooks")
+CHECK_ID = re.compile(r"""["']((?:idempotency|outbox|inbox|webhooks)\.[EW]\d{3})["']""")
+
+
+def load_reference():
+    path = ROOT / "docs" / "reference.py"
+    spec = importlib.util.spec_from_file_location("docs_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_settings_page_lists_every_key_with_its_default_and_meaning():
+    reference = load_reference()
+    # render() refuses a key without a comment in its option table.
+    expected = reference.render()
+    assert reference.SETTINGS_MD.read_text() == expected, (
+        "docs/settings.md is not what the option tables say: run make docs"
+    )
+
+
+def test_the_checks_page_lists_every_check_id():
+    in_code = {
+        check_id
+        for app in APPS
+        for path in (ROOT / app).rglob("*.py")
+        for check_id in CHECK_ID.findall(path.read_text())
+    }
+    documented = set(
+        re.findall(r"^\| `([a-z]+\.[EW]\d{3})` \|", _page("checks.md"), re.M)
+    )
+    assert in_code, "no check id found in the apps' code"
+    assert sorted(in_code - documented) == [], "add them to docs/checks.md"
+
+
+# A problem type: an exception's ``type``, a literal ``slug=``, and for refused
+# webhooks "webhook-" + each reason a verifier raises.
+PROBLEM_TYPE = re.compile(r'^\s+type = "([a-z-]+)"$|slug="([a-z-]+)"', re.M)
+RAISED_REASON = re.compile(r"(?:VerificationFailed|Failed)\(([A-Z_]+)\b")
+REASON = re.compile(r'^([A-Z_]+) = "([a-z-]+)"$', re.M)
+
+
+def test_the_problems_page_has_a_section_per_problem_type():
+    sources = [p.read_text() for app in APPS for p in (ROOT / app).rglob("*.py")]
+    in_code = {
+        slug
+        for text in sources
+        for match in PROBLEM_TYPE.findall(text)
+        for slug in match
+        if slug
+    }
+    reasons = dict(REASON.findall(_read("webhooks/verifiers/base.py")))
+    raised = {name for text in sources for name in RAISED_REASON.findall(text)}
+    in_code |= {f"webhook-{reasons[name]}" for name in raised & set(reasons)}
+    documented = set(re.findall(r"^## ([a-z-]+)$", _page("problems.md"), re.M))
+    assert "key-reused" in in_code and "webhook-bad-signature" in in_code
+    assert sorted(in_code - documented) == [], "add them to docs/problems.md"
+
+
+def _read(path):
+    return (ROOT / path).read_text()
+
+
+def _page(name):
+    return (ROOT / "docs" / name).read_text()
