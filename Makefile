@@ -37,7 +37,7 @@ $(VENV6)/.installed: pyproject.toml
 
 test-django6: $(VENV6)/.installed
 	$(VENV6)/bin/python -c "import django; print('Django', django.__version__)"
-	TEST_DATABASE_NAME=test_once_django6 $(VENV6)/bin/python -m pytest -q -p no:cacheprovider
+	TEST_DATABASE_NAME=$${TEST_DATABASE_NAME:-test_once}_django6 $(VENV6)/bin/python -m pytest -q -p no:cacheprovider
 
 lint: install
 	$(BIN)/ruff check .

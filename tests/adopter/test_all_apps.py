@@ -196,9 +196,6 @@ def test_a_signed_github_delivery_runs_the_handler_once(site):
     deliver_push_once(site, body, "application/json", commit)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="form-encoded GitHub deliveries: fail-closed issue item 4"
-)
 def test_a_form_encoded_github_delivery_runs_the_handler_once(site):
     commit = secrets.token_hex(20)
     body = urlencode({"payload": json.dumps(push_event(commit))}).encode()
