@@ -6,10 +6,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from celery import current_task
 from django.db import router, transaction
 
 from idempotency.shared import clock
 
+from .exceptions import MessageIdMissing
 from .models import InboxMessage
 
 # Where a message id is looked up, in order: our outbox's header, Debezium's
@@ -19,10 +21,6 @@ DEBEZIUM_HEADER = "id"
 CLOUDEVENTS_HEADERS = ("ce_id", "ce-id")
 
 logger = logging.getLogger("inbox")
-
-
-class MessageIdMissing(ValueError):
-    """No message id could be found for a delivery."""
 
 
 @dataclass(frozen=True)
@@ -118,8 +116,6 @@ def _resolve(spec, args, kwargs) -> str:
 
 
 def _from_task() -> str | None:
-    from celery import current_task
-
     task = current_task._get_current_object()
     if task is None or task.request.called_directly:
         return None

@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+from celery import current_app
 from django.core.checks import Warning
 from django.core.exceptions import ImproperlyConfigured
 
@@ -36,8 +37,6 @@ def check_settings(app_configs=None, **kwargs):
 
 def _visibility_timeout() -> timedelta:
     # Redis and SQS redeliver an unacked message after this timeout.
-    from celery import current_app
-
     options = current_app.conf.broker_transport_options or {}
     timeout = options.get("visibility_timeout") or 0
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):

@@ -1,5 +1,7 @@
 """Outbox messages in the operations console."""
 
+import uuid
+
 from django.contrib import admin
 from django.db import transaction
 from django.db.models import Q
@@ -92,8 +94,6 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
 
     def get_search_results(self, request, queryset, search_term):
         # A UUID column refuses a non-UUID term; search the aggregate id only.
-        import uuid
-
         try:
             uuid.UUID(search_term)
         except ValueError:

@@ -1,11 +1,14 @@
 """System checks for the OUTBOX settings."""
 
+from celery import current_app
 from django.core.checks import Error, Warning
 from django.core.exceptions import ImproperlyConfigured
 
 from idempotency.shared.checks import base_app_installed, celery_broker_configured
 
 from .conf import CELERY, DEBEZIUM, outbox_settings
+from .publishers import KombuPublisher
+from .relay import make_publisher
 
 RELAY_TASK = "outbox.relay"
 
@@ -29,8 +32,6 @@ def check_settings(app_configs=None, **kwargs):
 
 
 def check_publisher(app_configs=None, **kwargs):
-    from .publishers import KombuPublisher
-
     try:
         merged = outbox_settings.merged()
     except ImproperlyConfigured:
@@ -65,9 +66,6 @@ def check_publisher(app_configs=None, **kwargs):
 def check_destination(app_configs=None, **kwargs):
     """A KombuPublisher that declares no queue publishes nowhere until a
     consumer binds one: every publish fails meanwhile."""
-    from .publishers import KombuPublisher
-    from .relay import make_publisher
-
     try:
         if outbox_settings.RELAY == DEBEZIUM:
             return []
@@ -95,8 +93,6 @@ def check_relays(app_configs=None, **kwargs):
         return []  # reported by check_settings
     if relay != DEBEZIUM:
         return []
-    from celery import current_app
-
     schedule = current_app.conf.beat_schedule or {}
     if any(entry.get("task") == RELAY_TASK for entry in schedule.values()):
         return [

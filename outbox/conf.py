@@ -13,17 +13,11 @@ from idempotency.shared.settings import (
     subclass_of,
 )
 
+from .publishers import BasePublisher
+
 CELERY = "celery"
 DEBEZIUM = "debezium"
 RELAYS = (CELERY, DEBEZIUM)
-
-
-def publisher_class(value):
-    # Imported on first validation, not at import: a publisher module may
-    # read these settings.
-    from .publishers import BasePublisher
-
-    return subclass_of(BasePublisher)(value)
 
 
 outbox_settings = AppSettings(
@@ -38,7 +32,9 @@ outbox_settings = AppSettings(
         ),
         # Dotted path to a BasePublisher subclass, and its keyword arguments.
         "PUBLISHER": Option(
-            "outbox.publishers.KombuPublisher", publisher_class, "outbox.E005"
+            "outbox.publishers.KombuPublisher",
+            subclass_of(BasePublisher),
+            "outbox.E005",
         ),
         "PUBLISHER_OPTIONS": Option({}, mapping, "outbox.E005"),
         # Messages claimed per relay transaction.

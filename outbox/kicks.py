@@ -24,6 +24,7 @@ import time
 from django.db import transaction
 
 from .conf import outbox_settings
+from .tasks import relay
 
 logger = logging.getLogger("outbox")
 
@@ -73,8 +74,6 @@ class RelayKicker:
             return self._window_end - now
 
     def _send(self, countdown: float) -> None:
-        from .tasks import relay
-
         try:
             # retry=False: a request must not hang on a broker outage; the
             # beat schedule drains what this kick would have.

@@ -12,6 +12,10 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from celery import current_app
+from kombu import Connection, Exchange, Queue
+from kombu.transport import virtual
+
 from .exceptions import OutboxConfigurationError, PublishError
 
 AMQP_SCHEMES = frozenset({"amqp", "amqps", "pyamqp"})
@@ -99,16 +103,12 @@ class KombuPublisher(BasePublisher):
     def get_url(self) -> str:
         if self.url:
             return self.url
-        from celery import current_app
-
         return current_app.conf.broker_url
 
     def is_amqp(self) -> bool:
         return urlsplit(self.get_url()).scheme.split("+")[0] in AMQP_SCHEMES
 
     def get_exchange(self):
-        from kombu import Exchange
-
         return Exchange(self.exchange_name, type=self.exchange_type, durable=True)
 
     def destinations(self) -> tuple:
@@ -116,8 +116,6 @@ class KombuPublisher(BasePublisher):
         if self.declare or not self.default_queue or self.exchange_type != "topic":
             # Only a topic exchange has a catch-all binding key.
             return self.declare
-        from kombu import Queue
-
         return (
             Queue(
                 self.exchange_name,
@@ -128,8 +126,6 @@ class KombuPublisher(BasePublisher):
         )
 
     def open(self):
-        from kombu import Connection
-
         options = dict(self.transport_options)
         if self.is_amqp():
             # The broker acks each publish, so "published" means it has it.
@@ -174,8 +170,6 @@ class KombuPublisher(BasePublisher):
         # kombu's virtual transports (Redis, ...) route in the client: no
         # confirms, no basic.return, and a message no queue is bound for is
         # dropped.
-        from kombu.transport import virtual
-
         return isinstance(self.connection.transport, virtual.Transport)
 
     def _on_return(self, exception, exchange, routing_key, message):

@@ -16,6 +16,8 @@ from idempotency.shared.settings import (
     show,
 )
 
+from .verifiers.base import BaseVerifier
+
 # Short names for the bundled verifiers; any other value is a dotted path.
 VERIFIERS = {
     "github": "webhooks.verifiers.github.GitHubVerifier",
@@ -33,8 +35,6 @@ MIN_SECRET_BYTES = 16
 
 def verifier_class(value) -> type:
     """A bundled verifier's short name, or a BaseVerifier subclass (or its path)."""
-    from .verifiers.base import BaseVerifier
-
     if value is None:
         raise InvalidSetting(
             "is missing.", "Use github, stripe, standard, hmac or a dotted path."

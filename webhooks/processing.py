@@ -4,6 +4,7 @@ import logging
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
+from enum import StrEnum
 
 from django.db import router, transaction
 
@@ -17,32 +18,42 @@ State = WebhookReceipt.State
 # The stored traceback is for operators; the tail holds the useful part.
 MAX_ERROR_LENGTH = 4000
 
-# What process() reports.
-BUSY = "busy"
-MISSING = "missing"
+
+class Outcome(StrEnum):
+    """What ``process()`` found or did."""
+
+    # The receipt is (now, or already) processed: its handlers committed.
+    PROCESSED = State.PROCESSED
+    # No handler is registered for its event; it is marked skipped.
+    SKIPPED = State.SKIPPED
+    # Another worker holds it right now; it runs there.
+    BUSY = "busy"
+    # It is gone (purged).
+    MISSING = "missing"
 
 
 class HandlerFailed(Exception):
     """A handler raised; its work rolled back and the receipt says failed."""
 
 
-def process(receipt_id: int) -> str:
-    """Run the handlers of one receipt; return the state it was left in.
+def process(receipt_id: int) -> Outcome:
+    """Run the handlers of one receipt unless it is finished; say what happened.
 
-    Returns ``busy`` when another worker holds the receipt and ``missing``
-    when it is gone. Raises ``HandlerFailed`` after recording the failure.
+    Raises ``HandlerFailed`` after recording the failure.
     """
     receipts = WebhookReceipt.objects.db_manager(router.db_for_write(WebhookReceipt))
     try:
         # The handlers' writes and the "processed" mark commit as one.
         with transaction.atomic(using=receipts.db):
             # SKIP LOCKED: a second worker on the same receipt leaves at once
-            # instead of queueing behind the first and running it again.
-            receipt = receipts.claimable(receipt_id).first()
+            # instead of holding a connection until the first commits (then
+            # the state check below would send it away).
+            receipt = receipts.lock_for_processing(receipt_id).first()
             if receipt is None:
-                return BUSY if receipts.filter(pk=receipt_id).exists() else MISSING
+                gone = not receipts.filter(pk=receipt_id).exists()
+                return Outcome.MISSING if gone else Outcome.BUSY
             if receipt.state in WebhookReceipt.FINISHED:
-                return receipt.state
+                return Outcome(receipt.state)
             handlers = handlers_for(receipt.source, receipt.event_type)
             event = Event(
                 receipt=receipt,
@@ -60,7 +71,7 @@ def process(receipt_id: int) -> str:
             receipt.save(
                 update_fields=["state", "attempts", "last_error", "processed_at"]
             )
-            return receipt.state
+            return Outcome(receipt.state)
     except Exception as exc:
         error = traceback.format_exc()[-MAX_ERROR_LENGTH:]
         # A short transaction of its own: the failed one rolled back.

@@ -23,8 +23,8 @@ class WebhookReceiptQuerySet(models.QuerySet):
             .first()
         )
 
-    def claimable(self, pk):
-        """The receipt, locked, unless another worker holds it (then empty)."""
+    def lock_for_processing(self, pk):
+        """The receipt, row-locked for this worker; empty when another holds it."""
         return self.select_for_update(skip_locked=True).filter(pk=pk)
 
     def purgeable(self, now):

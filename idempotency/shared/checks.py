@@ -1,5 +1,6 @@
 """Checks the other apps register: what they need of the base app and Celery."""
 
+from celery import current_app
 from django.apps import apps
 from django.core.checks import Error, Warning
 
@@ -30,8 +31,6 @@ def celery_broker_configured(what: str, check_id: str):
     """
 
     def check(app_configs=None, **kwargs):
-        from celery import current_app
-
         if current_app.conf.broker_url:
             return []
         return [

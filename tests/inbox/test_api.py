@@ -8,7 +8,8 @@ import pytest
 from django.db import transaction
 from kombu import Connection, Exchange, Queue
 
-from inbox.api import MessageIdMissing, consumer, message_id_from, receive
+from inbox.api import consumer, message_id_from, receive
+from inbox.exceptions import MessageIdMissing
 from inbox.models import InboxMessage
 from tests.conftest import run_concurrently
 from tests.testapp.models import Widget

@@ -99,7 +99,7 @@ def test_eight_concurrent_workers_run_the_handlers_once(runs, eager_celery):
 
     assert runs == ["evt_race"]
     assert "processed" in states
-    assert set(states) <= {"processed", processing.BUSY}
+    assert set(states) <= {"processed", processing.Outcome.BUSY}
 
 
 def test_a_worker_finding_the_receipt_locked_leaves_at_once_without_running_it(runs):
@@ -136,7 +136,7 @@ def test_a_worker_finding_the_receipt_locked_leaves_at_once_without_running_it(r
         release.set()
         thread.join(hold + 5)
 
-    assert outcome == processing.BUSY
+    assert outcome == processing.Outcome.BUSY
     assert elapsed < hold / 5
     assert runs == []
     assert WebhookReceipt.objects.get().state == "received"

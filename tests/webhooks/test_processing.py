@@ -93,7 +93,7 @@ def test_an_event_without_handlers_is_skipped(calls):
 
 
 def test_a_missing_receipt_is_reported():
-    assert processing.process(12345) == processing.MISSING
+    assert processing.process(12345) == processing.Outcome.MISSING
 
 
 def test_a_failing_handler_rolls_back_and_records_the_failure(calls):
