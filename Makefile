@@ -42,6 +42,7 @@ test-django6: $(VENV6)/.installed
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff check --fix .

@@ -17,7 +17,7 @@ from .models import IdempotencyRecord, OpsDashboard
 from .shared import clock
 
 State = IdempotencyRecord.State
-STATE_COLOURS = {
+STATE_COLOURS: dict[str, str] = {
     State.PENDING: "#b7791f",
     State.COMPLETED: "#2f855a",
     State.FAILED: "#c53030",
@@ -67,7 +67,7 @@ class IdempotencyRecordAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
     ordering = ["-created_at"]
     actions = ["release_stuck_keys"]
-    fields = [
+    fields = readonly_fields = (
         "scope",
         "operation",
         "key",
@@ -83,8 +83,7 @@ class IdempotencyRecordAdmin(ReadOnlyAdmin):
         "created_at",
         "completed_at",
         "expires_at",
-    ]
-    readonly_fields = fields
+    )
 
     @admin.display(description=_("response headers"))
     def pretty_headers(self, obj):

@@ -53,7 +53,8 @@ class Policy:
     scope: Callable
     required: bool = True
     mode: str = ATOMIC
-    ttl: timedelta | None = None
+    # Seconds or a timedelta; __post_init__ leaves a validated timedelta.
+    ttl: float | timedelta | None = None
     allow_anonymous: bool = False
     exclude_fields: tuple = ()
 

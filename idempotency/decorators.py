@@ -1,5 +1,7 @@
 """``@idempotent`` for function views, ``@api_view`` functions and APIView methods."""
 
+from collections.abc import Callable, Iterable
+from datetime import timedelta
 from functools import partial, wraps
 
 from asgiref.sync import async_to_sync, iscoroutinefunction, sync_to_async
@@ -12,14 +14,14 @@ from .exceptions import IdempotencyConfigurationError
 
 
 def idempotent(
-    operation=None,
+    operation: str | Callable | None = None,
     *,
-    required=True,
-    ttl=None,
-    mode=claims.ATOMIC,
-    allow_anonymous=False,
-    exclude_fields=(),
-):
+    required: bool = True,
+    ttl: float | timedelta | None = None,
+    mode: str = claims.ATOMIC,
+    allow_anonymous: bool = False,
+    exclude_fields: Iterable[str] = (),
+) -> Callable:
     """Guard a view with idempotency keys.
 
     Use it bare (``@idempotent``) or with options. On DRF, put it *below*
@@ -64,7 +66,7 @@ def idempotent(
         if iscoroutinefunction(view_func):
             wrapper = _async_view(view_func, policy)
         # Read by idempotency.openapi to document the guarded operation.
-        wrapper.idempotency_policy = policy
+        wrapper.idempotency_policy = policy  # type: ignore[attr-defined]
         # @api_view turns the function into an APIView subclass named after
         # it, in its module; the schema finds the policy by that name.
         _function_view_policies[(wrapper.__module__, wrapper.__name__)] = policy

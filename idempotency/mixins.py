@@ -1,6 +1,10 @@
 """DRF integration: ``IdempotencyMixin`` for viewsets, generic views, APIViews."""
 
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
 from asgiref.sync import iscoroutinefunction
+from rest_framework.request import Request
 
 from . import claims, rendering
 from .conf import idempotency_settings
@@ -12,7 +16,13 @@ def action_name(view, method: str) -> str:
     return getattr(view, "action", None) or method.lower()
 
 
-class IdempotencyMixin:
+if TYPE_CHECKING:  # what the mixin is mixed into, for the type checker
+    from rest_framework.views import APIView as _ViewBase
+else:
+    _ViewBase = object
+
+
+class IdempotencyMixin(_ViewBase):
     """Guard mutating actions of a DRF view with idempotency keys.
 
     Put it before the view class: ``class OrderViewSet(IdempotencyMixin,
@@ -35,20 +45,20 @@ class IdempotencyMixin:
     # Body fields ignored by the fingerprint (client timestamps, nonces).
     idempotency_exclude_fields = ()
 
-    def get_idempotent_actions(self):
+    def get_idempotent_actions(self) -> Collection[str]:
         return self.idempotent_actions
 
-    def get_idempotency_operation(self):
+    def get_idempotency_operation(self) -> str:
         if self.idempotency_operation:
             return self.idempotency_operation
         cls = type(self)
-        action = action_name(self, self.request.method)
+        action = action_name(self, self.request.method or "")
         return f"{cls.__module__}.{cls.__qualname__}.{action}"
 
-    def get_idempotency_scope(self, request):
+    def get_idempotency_scope(self, request: Request) -> str | None:
         return idempotency_settings.SCOPE_RESOLVER(request)
 
-    def get_idempotency_policy(self):
+    def get_idempotency_policy(self) -> claims.Policy:
         if self.idempotency_mode not in claims.MODES:
             raise IdempotencyConfigurationError(
                 f"{type(self).__qualname__}.idempotency_mode is "

@@ -2,6 +2,7 @@
 
 import copy
 import functools
+from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
 from drf_spectacular.extensions import OpenApiViewExtension
@@ -64,7 +65,13 @@ def _decorated_policy(handler) -> Policy | None:
     return None
 
 
-class IdempotentSchemaMixin:
+if TYPE_CHECKING:  # what the mixin is mixed into, for the type checker
+    _SchemaBase = AutoSchema
+else:
+    _SchemaBase = object
+
+
+class IdempotentSchemaMixin(_SchemaBase):
     """Add the idempotency contract to operations a policy guards.
 
     Mixed in front of whatever AutoSchema the view uses, so its own
@@ -82,7 +89,9 @@ class IdempotentSchemaMixin:
             _document(operation, policy, registry)
         return operation
 
-    def get_description(self):
+    def get_description(self):  # type: ignore[override]
+        # drf-spectacular's AutoSchema.get_description() takes no arguments;
+        # the stubs only know DRF's own ViewInspector.get_description().
         description = super().get_description()
         # drf-spectacular falls back on base classes' docstrings: a view without
         # one would be described by the mixin's, which says nothing about it.
@@ -194,7 +203,7 @@ def _compose(schema):
     if isinstance(schema, type):
         return _idempotent_schema_class(schema)
     composed = copy.copy(schema)
-    composed.__class__ = _idempotent_schema_class(type(schema))
+    composed.__class__ = _idempotent_schema_class(type(schema))  # type: ignore[arg-type]
     # The descriptor's per-view cache must not be shared with the original.
     composed.instance_schemas = WeakKeyDictionary()
     return composed
@@ -207,7 +216,7 @@ def _schema_only(handler, schema_class):
     def action(*args, **kwargs):
         return handler(*args, **kwargs)
 
-    action.kwargs = {**handler.kwargs, "schema": schema_class}
+    action.kwargs = {**handler.kwargs, "schema": schema_class}  # type: ignore[attr-defined]
     return action
 
 

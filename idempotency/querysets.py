@@ -1,10 +1,15 @@
 """Queries on idempotency records, named by intent."""
 
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from django.db import connections, models
 
 from .shared.inserts import insert_or_update, instance_from_row, row_insert
+
+if TYPE_CHECKING:  # the models import these querysets
+    from .models import IdempotencyRecord  # noqa: F401 (named in QuerySet[...])
+
 
 # What the claim reads of an existing record to decide without loading it again.
 _RECORD_FIELDS = (
@@ -47,7 +52,7 @@ def bounded_lock_timeout(connection, milliseconds: int):
         cursor.execute(f"SELECT {_BOUND_LOCK_TIMEOUT}", [previous])
 
 
-class IdempotencyRecordQuerySet(models.QuerySet):
+class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
     def for_key(self, scope, operation, key):
         return self.filter(scope=scope, operation=operation, key=key)
 
@@ -161,7 +166,7 @@ class IdempotencyRecordQuerySet(models.QuerySet):
         """
         connection = connections[self.db]
         State = self.model.State
-        field = self.model._meta.get_field
+        fields = {field.name: field for field in self.model._meta.concrete_fields}
         sql = (
             f"UPDATE {connection.ops.quote_name(self.model._meta.db_table)} "
             "SET state = %s, status_code = %s, response_body = %s, "
@@ -173,11 +178,11 @@ class IdempotencyRecordQuerySet(models.QuerySet):
         params = [
             State.COMPLETED,
             status_code,
-            field("response_body").get_db_prep_save(body, connection),
-            field("response_headers").get_db_prep_save(headers, connection),
+            fields["response_body"].get_db_prep_save(body, connection),
+            fields["response_headers"].get_db_prep_save(headers, connection),
             resource_type,
             resource_id,
-            field("completed_at").get_db_prep_save(now, connection),
+            fields["completed_at"].get_db_prep_save(now, connection),
             pk,
             attempt,
             State.PENDING,

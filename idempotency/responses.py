@@ -59,7 +59,7 @@ def _api_rendering(response):
     rendered.accepted_renderer = api_renderer
     rendered.accepted_media_type = api_renderer.media_type
     # Rendering writes the response into its context: give it its own copy.
-    rendered.renderer_context = dict(response.renderer_context)
+    rendered.renderer_context = dict(response.renderer_context)  # type: ignore[attr-defined]
     return rendered.render()
 
 

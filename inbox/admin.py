@@ -31,5 +31,4 @@ class InboxMessageAdmin(ReadOnlyAdmin):
     search_help_text = _("Exact message id (the outbox id for our own events).")
     date_hierarchy = "received_at"
     ordering = ["-received_at"]
-    fields = ["subscriber", "message_id", "received_at", "duplicates"]
-    readonly_fields = fields
+    fields = readonly_fields = ("subscriber", "message_id", "received_at", "duplicates")

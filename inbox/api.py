@@ -69,7 +69,9 @@ def message_id_from(headers: dict | None = None, body=None) -> str | None:
     return None
 
 
-def consumer(subscriber: str, *, message_id: str | Callable | None = None):
+def consumer(
+    subscriber: str, *, message_id: str | Callable | None = None
+) -> Callable[[Callable], Callable]:
     """Make a message handler apply each message once for ``subscriber``.
 
     Works on plain callables and under ``@shared_task(acks_late=True)``: the
@@ -91,7 +93,7 @@ def consumer(subscriber: str, *, message_id: str | Callable | None = None):
                     return None
                 return func(*args, **kwargs)
 
-        wrapper.subscriber = subscriber
+        wrapper.subscriber = subscriber  # type: ignore[attr-defined]
         return wrapper
 
     return decorator
@@ -116,7 +118,7 @@ def _resolve(spec, args, kwargs) -> str:
 
 
 def _from_task() -> str | None:
-    task = current_task._get_current_object()
+    task = current_task._get_current_object()  # type: ignore[attr-defined]
     if task is None or task.request.called_directly:
         return None
     request = task.request

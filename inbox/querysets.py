@@ -1,11 +1,16 @@
 """Queries on inbox messages, named by intent."""
 
+from typing import TYPE_CHECKING
+
 from django.db import models
 
 from idempotency.shared.inserts import insert_unless_exists
 
+if TYPE_CHECKING:  # the models import these querysets
+    from .models import InboxMessage  # noqa: F401 (named in QuerySet[...])
 
-class InboxMessageQuerySet(models.QuerySet):
+
+class InboxMessageQuerySet(models.QuerySet["InboxMessage"]):
     def for_message(self, subscriber, message_id):
         return self.filter(subscriber=subscriber, message_id=message_id)
 

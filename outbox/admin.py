@@ -22,7 +22,7 @@ from .kicks import relay_kicker
 from .models import OutboxMessage
 
 State = OutboxMessage.State
-STATE_COLOURS = {
+STATE_COLOURS: dict[str, str] = {
     State.PENDING: "#b7791f",
     State.PUBLISHED: "#2f855a",
     State.DEAD: "#c53030",
@@ -75,7 +75,7 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
     ordering = ["-created_at"]
     actions = ["requeue"]
-    fields = [
+    fields = readonly_fields = (
         "id",
         "aggregatetype",
         "aggregateid",
@@ -89,8 +89,7 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
         "last_error",
         "pretty_headers",
         "pretty_payload",
-    ]
-    readonly_fields = fields
+    )
 
     def get_search_results(self, request, queryset, search_term):
         # A UUID column refuses a non-UUID term; search the aggregate id only.

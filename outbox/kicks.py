@@ -43,7 +43,7 @@ class RelayKicker:
         """Forget the current window (tests start each from a clean slate)."""
         with self._lock:
             self._window_end = 0.0
-            self._trailing_for = None
+            self._trailing_for: float | None = None
         self._recorded.count = 0
 
     def on_commit(self, using: str) -> None:
@@ -77,7 +77,10 @@ class RelayKicker:
         try:
             # retry=False: a request must not hang on a broker outage; the
             # beat schedule drains what this kick would have.
-            relay.apply_async(countdown=countdown or None, retry=False)
+            if countdown:
+                relay.apply_async(countdown=countdown, retry=False)
+            else:
+                relay.apply_async(retry=False)
         except Exception:
             logger.warning("Could not kick the outbox relay", exc_info=True)
             # Let the next commit try again instead of trusting a lost kick.

@@ -10,9 +10,10 @@ import contextlib
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
-from celery import current_app
+from celery import Celery, current_app
 from kombu import Connection, Exchange, Queue
 from kombu.transport import virtual
 
@@ -94,11 +95,12 @@ class KombuPublisher(BasePublisher):
         self.connect_timeout = connect_timeout
         self.declare = tuple(declare)
         self.default_queue = default_queue
-        self.connection = None
-        self.producer = None
+        # kombu's Connection and Producer, made by open() and _producer().
+        self.connection: Any = None
+        self.producer: Any = None
         self._down_until = 0.0
         # Message id -> why the broker returned it; see _on_return().
-        self._returned = {}
+        self._returned: dict[str, Exception] = {}
 
     def get_url(self) -> str:
         if self.url:
@@ -273,14 +275,12 @@ class CeleryTaskPublisher(BasePublisher):
         self.queue = queue
         self.broker_url = broker_url
         self.app = app
-        self.connection = None
+        # kombu's Connection, made by open().
+        self.connection: Any = None
 
-    def get_app(self):
-        if self.app is None:
-            from celery import current_app
-
-            return current_app._get_current_object()
-        return self.app
+    def get_app(self) -> Celery:
+        # The app this process configured, not the lazy proxy to it.
+        return self.app or current_app._get_current_object()  # type: ignore[attr-defined]
 
     def open(self):
         app = self.get_app()

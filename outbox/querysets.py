@@ -1,9 +1,14 @@
 """Queries on outbox messages, named by intent."""
 
+from typing import TYPE_CHECKING
+
 from django.db import models
 
+if TYPE_CHECKING:  # the models import these querysets
+    from .models import OutboxMessage  # noqa: F401 (named in QuerySet[...])
 
-class OutboxMessageQuerySet(models.QuerySet):
+
+class OutboxMessageQuerySet(models.QuerySet["OutboxMessage"]):
     def pending(self):
         return self.filter(state=self.model.State.PENDING)
 

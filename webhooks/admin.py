@@ -1,7 +1,7 @@
 """Webhook receipts and rejection counts in the operations console."""
 
 import operator
-from functools import reduce
+from functools import partial, reduce
 
 from django.contrib import admin
 from django.contrib.admin import helpers
@@ -26,7 +26,7 @@ from .models import WebhookReceipt, WebhookRejection
 from .verifiers.base import REASONS
 
 State = WebhookReceipt.State
-STATE_COLOURS = {
+STATE_COLOURS: dict[str, str] = {
     State.RECEIVED: "#2b6cb0",
     State.PROCESSED: "#2f855a",
     State.FAILED: "#c53030",
@@ -61,7 +61,7 @@ class ReasonFilter(admin.SimpleListFilter):
 def _enqueue_on_commit(pks, using):
     enqueue = webhooks_settings.ENQUEUE
     for pk in pks:
-        transaction.on_commit(lambda pk=pk: enqueue(pk), using=using, robust=True)
+        transaction.on_commit(partial(enqueue, pk), using=using, robust=True)
 
 
 @admin.register(WebhookReceipt)
@@ -83,7 +83,7 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
     date_hierarchy = "received_at"
     ordering = ["-received_at"]
     actions = ["replay", "force_reprocess"]
-    fields = [
+    fields = readonly_fields = (
         "source",
         "delivery_id",
         "event_type",
@@ -95,8 +95,7 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
         "last_error_text",
         "pretty_headers",
         "pretty_payload",
-    ]
-    readonly_fields = fields
+    )
 
     @admin.display(description=_("last error"))
     def last_error_text(self, obj):

@@ -1,5 +1,7 @@
 """Queries on receipts and rejection counts, named by intent."""
 
+from typing import TYPE_CHECKING
+
 from django.db import connections, models
 
 from idempotency.shared.inserts import insert_or_update, insert_unless_exists
@@ -7,8 +9,11 @@ from idempotency.shared.settings import as_timedelta
 
 from .conf import webhooks_settings
 
+if TYPE_CHECKING:  # the models import these querysets
+    from .models import WebhookReceipt, WebhookRejection  # noqa: F401 (named in QuerySet[...])
 
-class WebhookReceiptQuerySet(models.QuerySet):
+
+class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
     def duplicate_of(self, source, delivery_id, body_sha256):
         """The receipt an insert conflicted with: this delivery id's, else this
         body's (two can match; the delivery id names the one resent)."""
@@ -81,7 +86,7 @@ class WebhookReceiptQuerySet(models.QuerySet):
         )
 
 
-class WebhookRejectionQuerySet(models.QuerySet):
+class WebhookRejectionQuerySet(models.QuerySet["WebhookRejection"]):
     def purgeable(self, now):
         cutoff = now - as_timedelta(webhooks_settings.RETENTION)
         return self.filter(day__lt=cutoff.date())

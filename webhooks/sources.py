@@ -6,6 +6,7 @@ built with a secret that would accept a forgery.
 """
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.core.checks import CheckMessage, Warning
@@ -37,7 +38,7 @@ class Source:
         return {name: headers[name] for name in self.stored_headers if name in headers}
 
 
-def validate(name, config) -> tuple[Source | None, list[Problem | CheckMessage]]:
+def validate(name, config) -> tuple[Source | None, Sequence[Problem | CheckMessage]]:
     """Build the source ``name``; return it (None when invalid) and its problems.
 
     Errors come as ``Problem``; advice that does not stop the source (a short
@@ -120,7 +121,7 @@ def get(name: str) -> Source | None:
         return None
     source, problems = validate(name, config)
     errors = [problem for problem in problems if isinstance(problem, Problem)]
-    if errors:
+    if errors or source is None:
         exc = refuse(errors)
         logger.error(
             "webhook source %r is misconfigured; its deliveries are refused. %s",

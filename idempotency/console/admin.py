@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
@@ -22,9 +23,10 @@ class CappedPaginator(Paginator):
     CAP = COUNT_CAP
 
     @cached_property
-    def count(self):
+    def count(self) -> int:
         # Unordered: an ORDER BY under the LIMIT would walk the sort index.
-        return self.object_list.order_by()[: self.CAP].count()
+        rows: QuerySet = self.object_list  # type: ignore[assignment]
+        return rows.order_by()[: self.CAP].count()
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -36,7 +38,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     # Its date hierarchy lists periods without a SELECT DISTINCT over the table.
     change_list_template = "admin/idempotency/change_list.html"
     # State value -> colour of its badge in the list.
-    state_colours = {}
+    state_colours: dict[str, str] = {}
 
     @admin.display(description=_("state"), ordering="state")
     def state_badge(self, obj):
@@ -118,10 +120,10 @@ class InputFilter(admin.SimpleListFilter):
     """
 
     template = "admin/idempotency/input_filter.html"
-    field = None
+    field = ""
 
     @classmethod
-    def on(cls, field: str, title):
+    def on(cls, field: str, title) -> type["InputFilter"]:
         """A filter on ``field`` (also its query parameter), titled ``title``."""
         name = "".join(part.title() for part in field.split("_")) + "Filter"
         return type(
@@ -154,7 +156,7 @@ class AgeFilter(admin.SimpleListFilter):
     AGES = {"1h": 1, "24h": 24, "7d": 24 * 7}
 
     @classmethod
-    def on(cls, field: str):
+    def on(cls, field: str) -> type["AgeFilter"]:
         name = "".join(part.title() for part in field.split("_")) + "AgeFilter"
         return type(name, (cls,), {"field": field})
 
@@ -166,7 +168,7 @@ class AgeFilter(admin.SimpleListFilter):
         )
 
     def queryset(self, request, queryset):
-        hours = self.AGES.get(self.value())
+        hours = self.AGES.get(self.value() or "")
         if hours is None:
             return queryset
         cutoff = clock.now() - timedelta(hours=hours)

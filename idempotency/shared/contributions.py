@@ -43,7 +43,7 @@ def console_series() -> list[tuple[str, Callable]]:
 
 def _declared(attribute: str, named: Callable) -> list[tuple]:
     """Every app's ``attribute`` as ``(name, value)`` pairs; the first name wins."""
-    found = {}
+    found: dict = {}
     for config in apps.get_app_configs():
         declared = getattr(config, attribute, None)
         for name, value in named(declared) if declared else ():

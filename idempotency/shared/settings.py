@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error
+from django.core.checks import CheckMessage, Error
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
@@ -172,7 +172,7 @@ class AppSettings:
             self._values = values
         return self._values
 
-    def check(self, app_configs=None, **kwargs) -> list[Error]:
+    def check(self, app_configs=None, **kwargs) -> list[CheckMessage]:
         return [problem.as_check() for problem in self.validate()[1]]
 
     def __getattr__(self, name: str) -> Any:
