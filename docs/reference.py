@@ -81,6 +81,8 @@ def show_default(value) -> str:
 
 
 def _duration(value: timedelta) -> str:
+    if value < timedelta(seconds=1):
+        return f"{value.total_seconds() * 1000:g} ms"
     seconds = int(value.total_seconds())
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
         if seconds % size == 0 and seconds >= size:

@@ -20,6 +20,7 @@ class IdempotencyConfig(AppConfig):
         from .conf import idempotency_settings
 
         checks.register(settings_checks.check_settings)
+        checks.register(settings_checks.check_problem_docs, checks.Tags.urls)
         setting_changed.connect(
             idempotency_settings.on_setting_changed, dispatch_uid="idempotency-conf"
         )

@@ -6,6 +6,7 @@ The option table, its validators and the settings object's behaviour live in
 
 import re
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 from .shared.settings import (
     AppSettings,
@@ -41,9 +42,13 @@ replay_headers = header_names(
 
 
 def problem_base_uri(value) -> str:
+    """An absolute URI, or a path on the API's own host (a relative reference)."""
     value = string(value)
-    if not value:
-        raise InvalidSetting("must not be empty.", "For example 'https://…/'.")
+    if not (value.startswith("/") or urlsplit(value).scheme):
+        raise InvalidSetting(
+            f"must be an absolute URI or a path, not {show(value)}.",
+            "For example '/problems/' or 'https://docs.example.com/problems/'.",
+        )
     return value
 
 
@@ -72,9 +77,10 @@ idempotency_settings = AppSettings(
         ),
         # Live records allowed per operation in the shared "anonymous" scope.
         "ANONYMOUS_MAX_KEYS": Option(10_000, positive_int, "idempotency.E010"),
-        # Base of the problem+json ``type`` URIs.
+        # Base of the problem+json ``type`` URIs. A path is relative to the
+        # API's host, where include("idempotency.urls") documents each type.
         "PROBLEM_BASE_URI": Option(
-            "https://django-once.readthedocs.io/problems/",
+            "/problems/",
             problem_base_uri,
             "idempotency.E011",
         ),

@@ -54,9 +54,10 @@ outbox_settings = AppSettings(
         "ORDERED": Option(False, boolean, "outbox.E007"),
         # How long one relay task drains before it returns.
         "TIME_BUDGET": Option(timedelta(seconds=30), duration, "outbox.E004"),
-        # Send the relay task after each transaction that recorded an event,
-        # at most one at once per KICK_INTERVAL per process (outbox.kicks).
+        # Send the relay task after each transaction that recorded an event.
         "KICK_ON_COMMIT": Option(True, boolean, "outbox.E007"),
+        # A process sends at most one kick at once per interval; a commit
+        # inside it shares one kick at its end (outbox.kicks).
         "KICK_INTERVAL": Option(timedelta(milliseconds=100), duration, "outbox.E004"),
         # How long published rows are kept (unpublished ones never expire).
         "RETENTION": Option(timedelta(days=7), duration, "outbox.E004"),

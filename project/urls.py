@@ -11,4 +11,5 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/", include("project.shop.urls")),
     path("webhooks/", include("webhooks.urls")),
+    path("problems/", include("idempotency.urls")),
 ]

@@ -56,7 +56,7 @@ BASE = ["django.contrib.contenttypes", "django.contrib.auth", "rest_framework"]
 
 KEYED_POST_TWICE = """
 from django.test import Client
-from django.urls import path
+from django.urls import include, path
 from rest_framework.response import Response
 from rest_framework.views import APIView
 from idempotency.mixins import IdempotencyMixin
@@ -70,7 +70,10 @@ class Orders(IdempotencyMixin, APIView):
         effects.append(request.data)
         return Response({"order": len(effects)}, status=201)
 
-urls.urlpatterns = [path("orders/", Orders.as_view())]
+urls.urlpatterns = [
+    path("orders/", Orders.as_view()),
+    path("problems/", include("idempotency.urls")),
+]
 call_command("migrate", verbosity=0)
 client = Client()
 answers = [

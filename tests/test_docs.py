@@ -59,9 +59,10 @@ def test_the_problems_page_has_a_section_per_problem_type():
     reasons = dict(REASON.findall(_read("webhooks/verifiers/base.py")))
     raised = {name for text in sources for name in RAISED_REASON.findall(text)}
     in_code |= {f"webhook-{reasons[name]}" for name in raised & set(reasons)}
-    documented = set(re.findall(r"^## ([a-z-]+)$", _page("problems.md"), re.M))
+    page = _read("idempotency/shared/problem_types.md")
+    documented = set(re.findall(r"^## ([a-z-]+)$", page, re.M))
     assert "key-reused" in in_code and "webhook-bad-signature" in in_code
-    assert sorted(in_code - documented) == [], "add them to docs/problems.md"
+    assert sorted(in_code - documented) == [], "add them to problem_types.md"
 
 
 def _read(path):

@@ -41,6 +41,8 @@ def test_the_wheel_holds_every_migration_template_and_type_marker(wheel_names):
     assert templates <= wheel_names, sorted(templates - wheel_names)
     for app in APPS:
         assert f"{app}/py.typed" in wheel_names
+    # The page the problem types' URIs lead to is served from the wheel.
+    assert "idempotency/shared/problem_types.md" in wheel_names
 
 
 def test_the_wheel_holds_the_license(wheel_names):

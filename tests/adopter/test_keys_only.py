@@ -17,7 +17,10 @@ pytestmark = [pytest.mark.adopter, pytest.mark.postgresql]
 URLS = """\
 from django.urls import include, path
 
-urlpatterns = [path("api/", include("orders.urls"))]
+urlpatterns = [
+    path("api/", include("orders.urls")),
+    path("problems/", include("idempotency.urls")),
+]
 """
 
 
