@@ -32,6 +32,12 @@ def test_the_demo_orders_event_published_twice_reserves_stock_once(api):
     check_published_twice(events, {"order.created": reserve_stock}, reserved)
 
 
+def test_the_once_events_fixture_captures_the_tests_events(api, once_events):
+    api.post("/api/orders/", ORDER, key="k")
+
+    check_published_twice(once_events, reserve_stock, reserved)
+
+
 def test_a_consumer_without_the_inbox_applies_an_event_published_twice(api):
     with capture_events() as events:
         api.post("/api/orders/", {"sku": "BOOK-1", "quantity": 1}, key="k")
