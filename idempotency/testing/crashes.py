@@ -11,6 +11,7 @@
   as when the process is killed.
 """
 
+import re
 import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import ExitStack, contextmanager
@@ -23,6 +24,8 @@ AFTER = "after"
 
 # Statements that change rows; a WITH query counts when it holds one of them.
 _WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "MERGE", "REPLACE", "TRUNCATE"})
+# The verb and the table of a plain write, which is all a summary needs.
+_WRITE_TARGET = re.compile(r'(INSERT INTO|UPDATE|DELETE FROM) ("[^"]+"|\S+)', re.I)
 
 
 class SimulatedCrash(BaseException):
@@ -58,8 +61,11 @@ def is_write(sql: str) -> bool:
 
 
 def statement(sql: str, length: int = 70) -> str:
-    """The start of a statement, on one line."""
+    """A statement in short: ``INSERT INTO "shop_order"``, or its start."""
     text = " ".join(sql.split())
+    write = _WRITE_TARGET.match(text)
+    if write:
+        return write.group(0)
     return text if len(text) <= length else text[: length - 1] + "…"
 
 
@@ -166,7 +172,7 @@ def commit_points(crash_at: int | None = None, when: str = AFTER):
         )
         if not autocommitted:
             if is_write(sql):
-                tracker._pending.append(statement(sql, 40))
+                tracker._pending.append(statement(sql))
             return execute(sql, params, many, context)
         what = f"autocommitted {statement(sql)}"
         tracker.reach(what, BEFORE, connection)

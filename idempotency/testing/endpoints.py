@@ -304,7 +304,7 @@ def check_failed_attempt(endpoint: Endpoint) -> None:
     with _failing(endpoint) as where:
         try:
             first = case.send(client, key)
-            failure = g.answer(first)
+            failure = f"answered {g.answer(first)}"
         except Exception as exc:  # the failure made to happen, or the view's
             first, error, failure = None, exc, f"raised {type(exc).__name__}"
     if where.after is None:
@@ -317,7 +317,7 @@ def check_failed_attempt(endpoint: Endpoint) -> None:
     if first is not None and first.status_code < 500:
         raise g.CannotCheck(
             case.name,
-            f"the view answered {failure} although it was made to fail "
+            f"the view {failure} although it was made to fail "
             f"({where.describe()}); does it catch the exception?",
         )
     failed = case.effects()

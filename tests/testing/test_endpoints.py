@@ -95,7 +95,7 @@ def test_a_view_storing_its_500_keeps_the_half_done_write(settings):
     assert message.startswith(
         "Guarantee broken: a failed attempt leaves no effect, and its retry runs."
     )
-    assert "failure: the endpoint's fail(); the attempt 500" in message
+    assert "failure: the endpoint's fail(); the attempt answered 500" in message
     assert (
         "the failed attempt left its effect: effects went 1 → 2 (expected 1 → 1)"
         in message
