@@ -67,6 +67,21 @@ BLOCKS = {
     "tests": (f"{APP}/test_guarantees.py", "write"),
 }
 
+# The README's blocks of the project with all four apps, in the README's order.
+ALL_APPS_BLOCKS = [
+    "settings-keys",
+    "models",
+    "urls-app",
+    "settings-events",
+    "celery",
+    "init",
+    "urls-project",
+    "views-events",
+    "models-events",
+    "tasks",
+    "handlers",
+]
+
 # The lines of startproject's settings that a project without the admin and
 # sessions does not have.
 NO_ADMIN = (
@@ -219,6 +234,11 @@ class Database:
         with self._server() as conn:
             # FORCE: a worker that died holding a connection must not keep it.
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+    def drop_test_database(self):
+        """Drop the database pytest-django makes for the project's own tests."""
+        with self._server() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "test_{self.name}" WITH (FORCE)')
 
     def settings(self) -> str:
         """The DATABASES setting of the project, pointing here."""
