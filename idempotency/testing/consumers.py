@@ -201,6 +201,7 @@ def _require_an_effect(consumer, before, after):
 
 
 def _name(consume) -> str:
-    return getattr(consume, "name", None) or getattr(
-        consume, "__qualname__", repr(consume)
+    """A Celery task's name, or a function's."""
+    return str(
+        getattr(consume, "name", None) or getattr(consume, "__qualname__", consume)
     )

@@ -85,15 +85,15 @@ def header() -> str:
     return idempotency_settings.HEADER
 
 
-def default_client(name: str):
-    """A DRF ``APIClient`` force-authenticated as the user ``once-<name>``."""
+def default_client(name: str) -> Any:
+    """A DRF ``APIClient`` force-authenticated as the user ``once-<name>``
+    (created on first use, with no usable password)."""
     from django.contrib.auth import get_user_model
     from rest_framework.test import APIClient
 
-    user_model = get_user_model()
-    user, _ = user_model._default_manager.get_or_create(
-        **{user_model.USERNAME_FIELD: f"once-{name}"}
-    )
+    users = get_user_model()._default_manager
+    lookup = {get_user_model().USERNAME_FIELD: f"once-{name}"}
+    user = users.filter(**lookup).first() or users.create(**lookup)
     client = APIClient()
     client.force_authenticate(user=user)
     return client
@@ -485,13 +485,14 @@ def check_derived_key(endpoint: Endpoint) -> None:
     derived key, so the provider deduplicates (failure case 7)."""
     __tracebackhide__ = True
     case = _Case(endpoint, "derived-key")
-    if not endpoint.downstream:
+    downstream = endpoint.downstream
+    if not downstream:
         pytest.skip(
             "set downstream (what the view calls for the outside world, as "
             "mock.patch names it) for this case"
         )
     client = case.client()
-    with _watching_downstream(endpoint) as calls:
+    with _watching_downstream(downstream, endpoint.downstream_key) as calls:
         delta = case.one_effect(client)
         calls.clear()
         key = case.key()
@@ -651,11 +652,13 @@ class _Calls(list):
 
 
 @contextmanager
-def _watching_downstream(endpoint: Endpoint):
-    owner_path, _, name = endpoint.downstream.rpartition(".")
+def _watching_downstream(target: str, read_key: Callable | None):
+    """Wrap ``target`` to record the key of each call, and to die right
+    after it returns when ``crash_next`` is set."""
+    owner_path, _, name = target.rpartition(".")
     owner = resolve_name(owner_path)
     original = getattr(owner, name)
-    read_key = endpoint.downstream_key or _idempotency_key_argument
+    read_key = read_key or _idempotency_key_argument
     calls = _Calls()
 
     def watched(*args, **kwargs):
@@ -663,7 +666,7 @@ def _watching_downstream(endpoint: Endpoint):
         result = original(*args, **kwargs)
         if calls.crash_next:
             calls.crash_next = False
-            raise SimulatedCrash(f"the process died after {endpoint.downstream}")
+            raise SimulatedCrash(f"the process died after {target}")
         return result
 
     with mock.patch.object(owner, name, new=watched):

@@ -54,15 +54,12 @@ def verifier_kind(source: str) -> str:
 
     Raises ``CannotSign`` for an unknown source or a verifier of one's own.
     """
-    from webhooks import sources
     from webhooks.verifiers.github import GitHubVerifier
     from webhooks.verifiers.hmac import HmacVerifier
     from webhooks.verifiers.standard import StandardWebhooksVerifier
     from webhooks.verifiers.stripe import StripeVerifier
 
-    configured = sources.get(source)
-    if configured is None:
-        raise CannotSign(f"WEBHOOKS['SOURCES'] has no source {source!r}")
+    configured = _configured(source)
     kinds = {
         GitHubVerifier: GITHUB,
         StripeVerifier: STRIPE,
@@ -94,10 +91,8 @@ def sign(
     Standard Webhooks: ``type``, ``timestamp``). Bytes are sent as they are.
     ``occurred_at`` defaults to now, on the apps' clock.
     """
-    from webhooks import sources
-
     kind = verifier_kind(source)
-    verifier = sources.get(source).verifier
+    verifier = _configured(source).verifier
     secret = verifier.secrets[0]
     occurred_at = occurred_at or clock.now()
     delivery_id = delivery_id or _new_id(kind)
@@ -115,6 +110,15 @@ def sign(
         stamp = signed_at if options["TIMESTAMP_HEADER"] else None
         headers = _hmac(options, secret, payload, delivery_id, event_type, stamp)
     return SignedDelivery(source, delivery_id, event_type, payload, headers)
+
+
+def _configured(source: str):
+    from webhooks import sources
+
+    configured = sources.get(source)
+    if configured is None:
+        raise CannotSign(f"WEBHOOKS['SOURCES'] has no source {source!r}")
+    return configured
 
 
 def _new_id(kind: str) -> str:
