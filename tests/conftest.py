@@ -1,11 +1,12 @@
 import base64
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 from django.test import Client
 
+# Re-exported: the suite's concurrency tests import it from here.
+from idempotency.testing.threads import run_concurrently  # noqa: F401
 from outbox.kicks import relay_kicker
 from tests.testapp import views
 from tests.testapp.downstream import provider
@@ -99,31 +100,3 @@ def clock(monkeypatch):
     fake = Clock()
     monkeypatch.setattr(clock_module, "now", fake.now)
     return fake
-
-
-def run_concurrently(count, func, timeout=60):
-    """Run ``func(i)`` in ``count`` threads released together; each has its own
-    database connection, closed at the end. Re-raise the first error."""
-    barrier = threading.Barrier(count)
-    results = [None] * count
-    errors = []
-
-    def worker(index):
-        try:
-            barrier.wait(timeout)
-            results[index] = func(index)
-        except BaseException as exc:  # reported to the test
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout)
-    if any(thread.is_alive() for thread in threads):
-        raise AssertionError("a worker thread did not finish in time")
-    if errors:
-        raise errors[0]
-    return results

@@ -43,6 +43,8 @@ PASSWORD = "alice-has-a-long-password"
 # A marked block: the HTML comment, then the fenced code right below it.
 MARKED_BLOCK = re.compile(r"<!-- adopter: ([\w-]+) -->\n```\w*\n(.*?)```", re.S)
 INSTALL_BLOCK = "install"
+# The proof kit's install, for the project's own tests.
+TESTING_INSTALL_BLOCK = "install-testing"
 INSTALL_COMMAND = re.compile(r'pip install "django-once\[([\w,]+)\]"')
 
 # Where each marked README block goes in the generated project: "write"
@@ -61,7 +63,24 @@ BLOCKS = {
     "models-events": (f"{APP}/models.py", "append"),
     "tasks": (f"{APP}/tasks.py", "write"),
     "handlers": (f"{APP}/webhooks.py", "write"),
+    "pytest-ini": ("pytest.ini", "write"),
+    "tests": (f"{APP}/test_guarantees.py", "write"),
 }
+
+# The README's blocks of the project with all four apps, in the README's order.
+ALL_APPS_BLOCKS = [
+    "settings-keys",
+    "models",
+    "urls-app",
+    "settings-events",
+    "celery",
+    "init",
+    "urls-project",
+    "views-events",
+    "models-events",
+    "tasks",
+    "handlers",
+]
 
 # The lines of startproject's settings that a project without the admin and
 # sessions does not have.
@@ -82,10 +101,10 @@ def readme_blocks() -> dict[str, str]:
     return blocks
 
 
-def documented_extras() -> str:
-    """The extras of the README's install command, e.g. ``postgres,redis``."""
-    found = INSTALL_COMMAND.search(readme_blocks()[INSTALL_BLOCK])
-    assert found, "the README's install block has no pip install django-once[...]"
+def documented_extras(block: str = INSTALL_BLOCK) -> str:
+    """The extras of a README install command, e.g. ``postgres,redis``."""
+    found = INSTALL_COMMAND.search(readme_blocks()[block])
+    assert found, f"the README's {block} block has no pip install django-once[...]"
     return found.group(1)
 
 
@@ -215,6 +234,11 @@ class Database:
         with self._server() as conn:
             # FORCE: a worker that died holding a connection must not keep it.
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+    def drop_test_database(self):
+        """Drop the database pytest-django makes for the project's own tests."""
+        with self._server() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "test_{self.name}" WITH (FORCE)')
 
     def settings(self) -> str:
         """The DATABASES setting of the project, pointing here."""

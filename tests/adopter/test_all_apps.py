@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 import pytest
 
 from .project import (
+    ALL_APPS_BLOCKS,
     PROJECT,
     REDIS_URL,
     Database,
@@ -31,20 +32,6 @@ from .project import (
 pytestmark = [pytest.mark.adopter, pytest.mark.postgresql]
 
 GITHUB_SECRET = secrets.token_hex(32)
-# The README's blocks for this project, in the README's order.
-BLOCKS = [
-    "settings-keys",
-    "models",
-    "urls-app",
-    "settings-events",
-    "celery",
-    "init",
-    "urls-project",
-    "views-events",
-    "models-events",
-    "tasks",
-    "handlers",
-]
 # The README consumer's subscriber, and the relay's task name.
 SUBSCRIBER = "orders.ship"
 RELAY = "outbox.relay"
@@ -78,7 +65,7 @@ def site(venv, adopter_workdir):
         "# The test's: this run's keys in the shared Redis database.\n"
         f"CELERY_BROKER_TRANSPORT_OPTIONS = {{'global_keyprefix': {prefix!r}}}\n",
     )
-    project.use(*BLOCKS)
+    project.use(*ALL_APPS_BLOCKS)
     try:
         database.create()
         project.set_up()

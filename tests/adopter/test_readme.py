@@ -1,12 +1,18 @@
 """The README's marked blocks, which the adopter tests write into a project:
 each has a place there and is code as written (no placeholders)."""
 
-from .project import BLOCKS, INSTALL_BLOCK, documented_extras, readme_blocks
+from .project import (
+    BLOCKS,
+    INSTALL_BLOCK,
+    TESTING_INSTALL_BLOCK,
+    documented_extras,
+    readme_blocks,
+)
 
 
 def test_every_marked_block_has_a_place_in_the_project():
     blocks = readme_blocks()
-    assert set(blocks) == {INSTALL_BLOCK, *BLOCKS}
+    assert set(blocks) == {INSTALL_BLOCK, TESTING_INSTALL_BLOCK, *BLOCKS}
     for name, (path, _how) in BLOCKS.items():
         # Its first line tells the reader the file the test writes it into.
         first_line = blocks[name].splitlines()[0]
@@ -15,11 +21,16 @@ def test_every_marked_block_has_a_place_in_the_project():
 
 def test_the_marked_python_blocks_compile_and_hold_no_placeholder():
     blocks = readme_blocks()
-    for name in BLOCKS:
-        compile(blocks[name], f"README block {name!r}", "exec")
+    for name, (path, _how) in BLOCKS.items():
+        if path.endswith(".py"):
+            compile(blocks[name], f"README block {name!r}", "exec")
         # `...` compiles, but as a placeholder it would not run as written.
         assert "..." not in blocks[name], name
 
 
 def test_the_install_block_names_the_database_and_broker_extras():
     assert documented_extras() == "postgres,redis"
+
+
+def test_the_proof_kit_is_installed_with_the_testing_extra():
+    assert documented_extras(TESTING_INSTALL_BLOCK) == "testing"

@@ -1,0 +1,175 @@
+"""Code that breaks a guarantee on purpose: the proof kit must say which.
+
+Each piece is the kind of mistake the kit exists to catch in users' code.
+"""
+
+import uuid
+
+from django.core import mail
+from rest_framework import permissions, serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from idempotency.mixins import IdempotencyMixin
+from inbox.api import receive
+from project.shop.models import Order
+from tests.testapp.downstream import provider
+from tests.testapp.models import Widget
+from webhooks.handlers import on
+
+
+class WidgetSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Widget
+        fields = ["id", "name"]
+
+
+# Endpoints.
+
+
+class UnguardedView(APIView):
+    """No mixin, no decorator: the key is ignored and every request runs."""
+
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data["name"])
+        return Response({"id": widget.pk}, status=201)
+
+
+class CheckThenActView(APIView):
+    """Dedupes by hand: looks the key up first, then creates. Sequential
+    retries replay; concurrent ones all find nothing and all create."""
+
+    permission_classes = [permissions.IsAuthenticated]
+
+    def post(self, request):
+        key = request.headers["Idempotency-Key"]
+        existing = Widget.objects.filter(name=key).first()
+        if existing is not None:
+            answer = Response({"id": existing.pk, "name": key}, status=201)
+            answer["Idempotent-Replayed"] = "true"
+            return answer
+        widget = Widget.objects.create(name=key)
+        return Response({"id": widget.pk, "name": key}, status=201)
+
+
+def notify(widget):
+    """Tells another system about the widget; tests make it fail."""
+
+
+class FiveHundredView(IdempotencyMixin, APIView):
+    """Answers 500 when a step after its write fails; with STORE_STATUS
+    storing every status (store_everything), the 500 and the write are kept."""
+
+    idempotency_operation = "broken.five-hundred"
+
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data["name"])
+        try:
+            notify(widget)
+        except Exception:
+            return Response({"error": "try again later"}, status=500)
+        return Response({"id": widget.pk}, status=201)
+
+
+def store_everything(status_code):
+    return True
+
+
+class ReturnedBadRequestView(IdempotencyMixin, APIView):
+    """Answers its validation errors with a 400 response instead of raising
+    ValidationError: the 400 is stored like any client error."""
+
+    idempotency_operation = "broken.bad-request"
+
+    def post(self, request):
+        serializer = WidgetSerializer(data=request.data)
+        if not serializer.is_valid():
+            return Response(serializer.errors, status=400)
+        serializer.save()
+        return Response(serializer.data, status=201)
+
+
+class ExcludesTheNameView(IdempotencyMixin, APIView):
+    """Leaves a field that matters out of the fingerprint: another name under
+    the same key is taken for a retry of the first."""
+
+    idempotency_operation = "broken.excludes-name"
+    idempotency_exclude_fields = ("name",)
+
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data["name"])
+        return Response({"id": widget.pk}, status=201)
+
+
+class UnderivedChargeView(IdempotencyMixin, APIView):
+    """Lease mode, but the downstream key is new on every attempt."""
+
+    idempotency_mode = "lease"
+    idempotency_operation = "broken.underived-charge"
+
+    def post(self, request):
+        charge = provider.charge(uuid.uuid4().hex, 500)
+        widget = Widget.objects.create(name=charge)
+        return Response({"charge": charge, "widget": widget.pk}, status=201)
+
+
+class ClientKeyChargeView(UnderivedChargeView):
+    """Hands the client's own key downstream, not one derived per step."""
+
+    idempotency_operation = "broken.client-key-charge"
+
+    def post(self, request):
+        charge = provider.charge(request.idempotency.key, 500)
+        widget = Widget.objects.create(name=charge)
+        return Response({"charge": charge, "widget": widget.pk}, status=201)
+
+
+def one_scope_for_all(request):
+    """A scope resolver that puts every client in one scope."""
+    return "everyone"
+
+
+# Consumers.
+
+
+def applies_before_receive(*, payload, headers, **kwargs):
+    """Makes its change, then asks the inbox: a redelivery changes it again."""
+    Widget.objects.create(name=payload["name"])
+    with receive("broken.before", headers["once-message-id"]) as delivery:
+        if delivery.duplicate:
+            return
+
+
+def applies_after_receive(*, payload, headers, **kwargs):
+    """Claims the message, commits, then makes its change: a crash between
+    the two loses the change for good."""
+    with receive("broken.after", headers["once-message-id"]) as delivery:
+        duplicate = delivery.duplicate
+    if not duplicate:
+        Widget.objects.create(name=payload["name"])
+
+
+def without_inbox(*, payload, **kwargs):
+    """No inbox at all."""
+    Widget.objects.create(name=payload["name"])
+
+
+# Webhook handlers; tests register them on their own source.
+
+
+def pay_in_arrival_order(event):
+    """Sets the order's status without asking whether the event is stale."""
+    order = Order.objects.get(pk=event.data["data"]["order"])
+    order.status = event.data["data"]["status"]
+    order.payment_updated_at = event.occurred_at
+    order.save()
+
+
+def mail_the_team(event):
+    """Sends mail from inside the handler's transaction: the mail is out even
+    when the transaction then rolls back, and the retry sends it again."""
+    mail.send_mail("Pushed", event.delivery_id, "ci@example.com", ["team@example.com"])
+
+
+def register(source, event_type, handler):
+    on(source, event_type)(handler)

@@ -1,0 +1,23 @@
+import uuid
+
+import pytest
+
+from tests.testapp.models import Widget
+
+
+def new_widget():
+    """A request body the widget views accept, new each time."""
+    return {"name": f"w-{uuid.uuid4().hex[:12]}"}
+
+
+def widget_count():
+    return Widget.objects.count()
+
+
+def broken_message(check, *args) -> str:
+    """Run ``check``, which must fail, and return what it reports."""
+    from idempotency.testing.guarantees import GuaranteeBroken
+
+    with pytest.raises(GuaranteeBroken) as caught:
+        check(*args)
+    return str(caught.value)

@@ -1,0 +1,115 @@
+"""The consumer checks pass on inbox consumers and name what broken ones break."""
+
+import pytest
+
+from idempotency.testing import consumers
+from idempotency.testing.consumers import Consumer
+from idempotency.testing.guarantees import CannotCheck
+from inbox.api import consumer
+from project.shop.models import Stock
+from project.shop.tasks import reserve_stock
+from tests.testapp.models import Widget
+
+from . import broken
+from .conftest import broken_message, new_widget, widget_count
+
+pytestmark = pytest.mark.django_db(transaction=True)
+BY_NAME = {"ids": lambda check: check.__name__}
+
+
+@consumer("kit.make-widget")
+def make_widget(*, payload, **kwargs):
+    Widget.objects.create(name=payload["name"])
+
+
+def widgets(consume) -> Consumer:
+    return Consumer(
+        consume=consume,
+        event_type="widget.wanted",
+        payload=new_widget,
+        effects=widget_count,
+    )
+
+
+def reserved():
+    return sum(Stock.objects.values_list("reserved", flat=True))
+
+
+@pytest.mark.parametrize("check", consumers.CONSUMER_CHECKS, **BY_NAME)
+def test_every_case_holds_for_a_consumer_under_the_inbox(check):
+    check(widgets(make_widget))
+
+
+@pytest.mark.parametrize("check", consumers.CONSUMER_CHECKS, **BY_NAME)
+def test_every_case_holds_for_the_demo_celery_task(check):
+    payload = {"order": 1, "sku": "BOOK-1", "quantity": 2}
+    check(Consumer(reserve_stock, "order.created", payload, reserved))
+
+
+def test_a_consumer_that_applies_before_the_inbox_applies_a_redelivery_again():
+    message = broken_message(
+        consumers.check_redelivery, widgets(broken.applies_before_receive)
+    )
+
+    assert message == (
+        "Guarantee broken: a redelivered message is applied once.\n"
+        f"  {message.splitlines()[1].strip()}\n"
+        "  effects went 0 → 2 (expected 0 → 1)"
+    )
+    assert "(widget.wanted) to applies_before_receive, delivered twice" in message
+
+
+def test_a_consumer_that_applies_before_the_inbox_doubles_on_a_crash():
+    message = broken_message(
+        consumers.check_crash_anywhere, widgets(broken.applies_before_receive)
+    )
+
+    assert message.startswith(
+        "Guarantee broken: a consumer that dies at any point applies the message "
+        "exactly once in the end: no effect doubled, none lost."
+    )
+    assert '1) autocommitted INSERT INTO "testapp_widget"' in message
+    assert '2) COMMIT of INSERT INTO "inbox_message"' in message
+    assert (
+        "died just after durable point 1: autocommitted INSERT INTO "
+        '"testapp_widget"' in message
+    )
+    assert "the effect was applied twice" in message
+
+
+def test_a_consumer_that_applies_after_the_inbox_commit_loses_it_on_a_crash():
+    consumer = widgets(broken.applies_after_receive)
+    consumers.check_redelivery(consumer)  # a plain redelivery looks fine
+    consumers.check_crash_before_ack(consumer)  # and so does dying at the end
+
+    message = broken_message(consumers.check_crash_anywhere, consumer)
+
+    assert "died just after durable point 1: COMMIT of INSERT INTO" in message
+    assert "the effect was lost: effects went" in message
+
+
+def test_a_consumer_without_the_inbox_applies_again_after_dying_before_the_ack():
+    message = broken_message(
+        consumers.check_crash_before_ack, widgets(broken.without_inbox)
+    )
+
+    assert message.startswith(
+        "Guarantee broken: a consumer that dies after its commit and before the "
+        "ack applies the message once."
+    )
+    assert (
+        "the effect was applied twice: effects went 1 → 3 (expected 1 → 2)" in message
+    )
+
+
+def test_a_consumer_with_no_effect_cannot_be_checked():
+    with pytest.raises(CannotCheck, match="effects\\(\\) stayed 0"):
+        consumers.check_redelivery(
+            Consumer(lambda **kwargs: None, "nothing", {}, widget_count)
+        )
+
+
+@pytest.mark.django_db(transaction=False)
+def test_crash_checks_refuse_to_run_inside_a_test_transaction():
+    with pytest.raises(CannotCheck, match="needs committed transactions"):
+        consumers.check_crash_before_ack(widgets(make_widget))

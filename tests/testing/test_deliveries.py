@@ -1,0 +1,170 @@
+"""The webhook checks pass on the library's intake with sound handlers, and
+name what unsound handlers break, for every bundled verifier."""
+
+import base64
+import uuid
+
+import pytest
+from django.core import mail
+
+from idempotency.testing import deliveries
+from idempotency.testing.deliveries import Webhook
+from project.shop.models import Order
+from tests.testapp.models import Widget
+from webhooks import handlers
+
+from . import broken
+from .conftest import broken_message, widget_count
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SOURCES = {
+    "kit-github": {"VERIFIER": "github", "SECRETS": ["kit-github-secret-0123456789"]},
+    "kit-stripe": {"VERIFIER": "stripe", "SECRETS": ["whsec_kit_stripe_0123456789"]},
+    "kit-standard": {
+        "VERIFIER": "standard",
+        "SECRETS": ["whsec_" + base64.b64encode(b"kit-standard-0123456789").decode()],
+    },
+    "kit-hmac": {"VERIFIER": "hmac", "SECRETS": ["kit-hmac-secret-0123456789"]},
+    "kit-partner": {
+        "VERIFIER": "hmac",
+        "SECRETS": ["kit-partner-secret-0123456789"],
+        "OPTIONS": {
+            "SIGNATURE_HEADER": "X-Partner-Signature",
+            "ID_HEADER": "X-Partner-Delivery",
+            "EVENT_HEADER": "X-Partner-Event",
+            "TIMESTAMP_HEADER": "X-Partner-Timestamp",
+            "ENCODING": "base64",
+            "PREFIX": "sha256=",
+        },
+    },
+}
+TIMED = ["kit-stripe", "kit-standard"]
+UNTIMED = ["kit-github", "kit-hmac", "kit-partner"]
+
+
+@pytest.fixture(autouse=True)
+def sources(settings):
+    settings.WEBHOOKS = {"SOURCES": SOURCES}
+
+
+@pytest.fixture(autouse=True)
+def registry():
+    """Handlers registered by a test are gone after it."""
+    handlers.handlers_for("", "")  # the demo's, discovered once up front
+    saved = {key: list(value) for key, value in handlers._registry.items()}
+    yield
+    handlers._registry.clear()
+    handlers._registry.update(saved)
+
+
+def make_widget(event):
+    Widget.objects.create(name=event.delivery_id[:100])
+
+
+def pay_if_newer(event):
+    order = Order.objects.select_for_update().get(pk=event.data["data"]["order"])
+    if event.is_stale(order.payment_updated_at):
+        return
+    order.status = event.data["data"]["status"]
+    order.payment_updated_at = event.occurred_at
+    order.save()
+
+
+def widget_events(source, handler=make_widget, effects=widget_count) -> Webhook:
+    handlers.on(source, "widget.wanted")(handler)
+    return Webhook(
+        source=source,
+        event_type="widget.wanted",
+        # A distinct body each time: GitHub and HMAC sources dedupe bodies.
+        body=lambda: {"wanted": uuid.uuid4().hex},
+        effects=effects,
+    )
+
+
+def payments(source, handler=pay_if_newer) -> Webhook:
+    handlers.on(source, "kit.payment")(handler)
+
+    def body():
+        owner, _ = Order.owner.field.related_model.objects.get_or_create(
+            username="payer"
+        )
+        order = Order.objects.create(owner=owner, sku="BOOK-1", quantity=1)
+        return {"data": {"order": order.pk, "status": "paid"}}
+
+    def paid_orders():
+        return Order.objects.filter(status="paid").count()
+
+    return Webhook(
+        source=source,
+        event_type="kit.payment",
+        body=body,
+        effects=paid_orders,
+        older_body=lambda newer: {
+            "data": {**newer["data"], "status": "payment_failed"}
+        },
+        state=lambda body: Order.objects.get(pk=body["data"]["order"]).status,
+    )
+
+
+@pytest.mark.parametrize("source", [*TIMED, *UNTIMED])
+def test_a_redelivery_runs_the_handlers_once_for_every_verifier(source):
+    deliveries.check_webhook_redelivery(widget_events(source))
+
+
+@pytest.mark.parametrize("source", [*TIMED, *UNTIMED])
+def test_a_worker_dying_mid_processing_applies_once_for_every_verifier(source):
+    deliveries.check_webhook_crash(widget_events(source))
+
+
+@pytest.mark.parametrize("source", TIMED)
+def test_an_order_aware_handler_ignores_the_older_event(source):
+    deliveries.check_webhook_order(payments(source))
+
+
+@pytest.mark.parametrize("source", TIMED)
+def test_a_handler_trusting_arrival_order_lets_an_older_event_win(source):
+    message = broken_message(
+        deliveries.check_webhook_order, payments(source, broken.pay_in_arrival_order)
+    )
+
+    assert message.startswith(
+        "Guarantee broken: an event older than the state it would overwrite is "
+        "ignored.\n"
+    )
+    assert "kit.payment of" in message
+    assert 'set "paid"' in message
+    assert 'arrived and set "payment_failed"' in message
+    assert "order by event.is_stale(" in message
+
+
+@pytest.mark.parametrize("source", UNTIMED)
+def test_the_order_case_is_skipped_where_deliveries_carry_no_event_time(source):
+    with pytest.raises(pytest.skip.Exception, match="carry no event time"):
+        deliveries.check_webhook_order(payments(source))
+
+
+def test_a_handler_mailing_from_its_transaction_mails_twice_after_a_crash():
+    webhook = widget_events(
+        "kit-github", broken.mail_the_team, effects=lambda: len(mail.outbox)
+    )
+    deliveries.check_webhook_redelivery(webhook)  # a redelivery alone is fine
+
+    message = broken_message(deliveries.check_webhook_crash, webhook)
+
+    assert message.startswith(
+        "Guarantee broken: a webhook whose worker died while processing it is "
+        "applied exactly once.\n"
+    )
+    assert "the worker died just before durable point 1: COMMIT of" in message
+    assert (
+        "then the task was redelivered: the effect was applied twice: "
+        "effects went 2 → 4 (expected 2 → 3)" in message
+    )
+
+
+def test_a_source_without_a_handler_for_the_event_cannot_be_checked():
+    webhook = Webhook("kit-github", "nobody.listens", dict, widget_count)
+
+    with pytest.raises(AssertionError, match="is a handler registered"):
+        deliveries.check_webhook_redelivery(webhook)

@@ -1,0 +1,18 @@
+"""The test app's routes, plus the broken endpoints of the proof kit's tests."""
+
+from django.urls import path
+
+from tests.testapp.urls import urlpatterns as testapp_urls
+
+from . import broken
+
+urlpatterns = [
+    *testapp_urls,
+    path("broken/unguarded/", broken.UnguardedView.as_view()),
+    path("broken/check-then-act/", broken.CheckThenActView.as_view()),
+    path("broken/five-hundred/", broken.FiveHundredView.as_view()),
+    path("broken/bad-request/", broken.ReturnedBadRequestView.as_view()),
+    path("broken/excludes-name/", broken.ExcludesTheNameView.as_view()),
+    path("broken/underived-charge/", broken.UnderivedChargeView.as_view()),
+    path("broken/client-key-charge/", broken.ClientKeyChargeView.as_view()),
+]
