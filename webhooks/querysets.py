@@ -32,6 +32,14 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
         """The receipt, row-locked for this worker; empty when another holds it."""
         return self.select_for_update(skip_locked=True).filter(pk=pk)
 
+    def next_received(self):
+        """The oldest received receipt no other worker holds, row-locked."""
+        return (
+            self.select_for_update(skip_locked=True)
+            .filter(state=self.model.State.RECEIVED)
+            .order_by("received_at", "pk")[:1]
+        )
+
     def purgeable(self, now):
         """Processed or skipped receipts older than the retention; never others."""
         cutoff = now - as_timedelta(webhooks_settings.RETENTION)
