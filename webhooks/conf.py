@@ -127,8 +127,8 @@ webhooks_settings = AppSettings(
         # receipt. The default kicks the drain task (webhooks.kicks);
         # "webhooks.tasks.enqueue" sends one task per receipt instead.
         "ENQUEUE": Option("webhooks.kicks.enqueue", dotted_callable, "webhooks.E013"),
-        # A process sends at most one drain at once per interval; a receipt
-        # inside it shares one drain at its end: its longest wait for a kick.
+        # A process starts its drains at least this far apart (webhooks.kicks);
+        # a committed receipt waits at most this long for its drain to start.
         "KICK_INTERVAL": Option(
             timedelta(milliseconds=250),
             duration,

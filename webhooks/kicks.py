@@ -1,13 +1,15 @@
-"""Kick the drain after a receipt commits, at most twice per interval per process.
+"""Kick the drain after a receipt commits, at most once per interval per process.
 
 The receipt rows are the queue: ``webhooks.drain`` processes received
 receipts until none is left, so one drain that starts after a receipt's
 commit covers it and every receipt committed before it. Hence a process
-sends at most one drain at once per ``KICK_INTERVAL``; a receipt committed
-inside that window schedules one trailing drain at the window's end (a
-Celery countdown), which every later receipt of the window shares. A
-receipt's drain starts at most one interval after its commit (plus the
-broker's and a free worker's delay).
+starts its drains at least ``KICK_INTERVAL`` apart: the first receipt after
+a quiet interval kicks one at once; a receipt committed less than an
+interval after the last drain's start schedules the next one an interval
+after it (a Celery countdown), which every later receipt until then
+shares. A receipt's drain starts at most one interval after its commit
+(plus the broker's and a free worker's delay), and a busy process sends
+one drain per interval however many deliveries it takes.
 
 A lost kick (broker down) leaves its receipts ``received``: beat's
 ``webhooks.enqueue_waiting`` kicks again for receipts older than its
@@ -15,6 +17,7 @@ A lost kick (broker down) leaves its receipts ``received``: beat's
 """
 
 import logging
+import math
 import threading
 import time
 
@@ -34,10 +37,9 @@ class DrainKicker:
         self.reset()
 
     def reset(self) -> None:
-        """Forget the current window: the next receipt kicks at once."""
+        """Forget the drains sent: the next receipt kicks at once."""
         with self._lock:
-            self._window_end = 0.0
-            self._trailing_for: float | None = None
+            self._drain_at = -math.inf
 
     def kick(self) -> None:
         """Make sure a drain starts after this moment, sharing it if one will."""
@@ -55,13 +57,11 @@ class DrainKicker:
         """Seconds until this receipt's drain, or None when one is scheduled."""
         interval = webhooks_settings.KICK_INTERVAL.total_seconds()
         with self._lock:
-            if now >= self._window_end:
-                self._window_end = now + interval
-                return 0.0
-            if self._trailing_for == self._window_end:
-                return None  # the window's trailing drain starts after now
-            self._trailing_for = self._window_end
-            return self._window_end - now
+            if now <= self._drain_at:
+                return None  # the last drain sent starts after this commit
+            # At once after a quiet interval, else an interval after the last.
+            self._drain_at = max(now, self._drain_at + interval)
+            return self._drain_at - now
 
 
 def _send_drain(countdown: float) -> None:
