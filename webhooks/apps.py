@@ -19,7 +19,7 @@ class WebhooksConfig(AppConfig):
 
     def ready(self):
         from . import checks as webhooks_checks
-        from . import sources
+        from . import kicks, sources
         from .conf import webhooks_settings
 
         checks.register(webhooks_checks.check_settings)
@@ -29,3 +29,4 @@ class WebhooksConfig(AppConfig):
             webhooks_settings.on_setting_changed, dispatch_uid="webhooks-conf"
         )
         setting_changed.connect(sources.forget, dispatch_uid="webhooks-sources")
+        setting_changed.connect(kicks.forget, dispatch_uid="webhooks-kicks")

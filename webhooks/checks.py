@@ -8,7 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from idempotency.shared.checks import base_app_installed, celery_broker_configured
 from idempotency.shared.settings import Problem
 
-from . import sources, tasks
+from . import kicks, sources, tasks
 from .conf import webhooks_settings
 
 check_base_app = base_app_installed("webhooks", "webhooks.E015")
@@ -46,9 +46,9 @@ def check_settings(app_configs=None, **kwargs):
 
 
 def check_enqueue(app_configs=None, **kwargs):
-    """The default ENQUEUE sends a Celery task per receipt: it needs a broker."""
+    """The bundled ENQUEUEs send Celery tasks: they need a broker."""
     try:
         enqueue = webhooks_settings.merged()["ENQUEUE"]
     except ImproperlyConfigured:
         return []  # reported by check_settings
-    return _check_broker() if enqueue is tasks.enqueue else []
+    return _check_broker() if enqueue in (kicks.enqueue, tasks.enqueue) else []

@@ -123,8 +123,18 @@ webhooks_settings = AppSettings(
         # Each source is validated on its own (webhooks.sources), so one bad
         # source refuses its own deliveries, not every source's.
         "SOURCES": Option({}, mapping, "webhooks.E002", "A dict of name to settings."),
-        # ``(receipt_id) -> None`` run on commit of a new or redelivered receipt.
-        "ENQUEUE": Option("webhooks.tasks.enqueue", dotted_callable, "webhooks.E013"),
+        # ``(receipt_id) -> None`` run on commit of a new or redelivered
+        # receipt. The default kicks the drain task (webhooks.kicks);
+        # "webhooks.tasks.enqueue" sends one task per receipt instead.
+        "ENQUEUE": Option("webhooks.kicks.enqueue", dotted_callable, "webhooks.E013"),
+        # A process starts its drains at least this far apart (webhooks.kicks);
+        # a committed receipt waits at most this long for its drain to start.
+        "KICK_INTERVAL": Option(
+            timedelta(milliseconds=250),
+            duration,
+            "webhooks.E016",
+            "Give seconds or a timedelta, such as 0.25.",
+        ),
         # Celery retries of a failing receipt, and the backoff cap in seconds.
         "MAX_RETRIES": Option(5, non_negative_int, "webhooks.E014"),
         "RETRY_BACKOFF_MAX": Option(600, duration_in_seconds, "webhooks.E014"),

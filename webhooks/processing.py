@@ -35,13 +35,17 @@ class Outcome(StrEnum):
 class HandlerFailed(Exception):
     """A handler raised; its work rolled back and the receipt says failed."""
 
+    def __init__(self, receipt_id: int, message: str):
+        super().__init__(message)
+        self.receipt_id = receipt_id
+
 
 def process(receipt_id: int) -> Outcome:
     """Run the handlers of one receipt unless it is finished; say what happened.
 
     Raises ``HandlerFailed`` after recording the failure.
     """
-    receipts = WebhookReceipt.objects.db_manager(router.db_for_write(WebhookReceipt))
+    receipts = _receipts()
     try:
         # The handlers' writes and the "processed" mark commit as one.
         with transaction.atomic(using=receipts.db):
@@ -54,30 +58,81 @@ def process(receipt_id: int) -> Outcome:
                 return Outcome.MISSING if gone else Outcome.BUSY
             if receipt.state in WebhookReceipt.FINISHED:
                 return Outcome(receipt.state)
-            handlers = handlers_for(receipt.source, receipt.event_type)
-            event = Event(
-                receipt=receipt,
-                source=receipt.source,
-                event_type=receipt.event_type,
-                delivery_id=receipt.delivery_id,
-                occurred_at=receipt.occurred_at,
-            )
-            for handler in handlers:
-                handler(event)
-            receipt.state = State.PROCESSED if handlers else State.SKIPPED
-            receipt.attempts += 1
-            receipt.last_error = ""
-            receipt.processed_at = clock.now()
-            receipt.save(
-                update_fields=["state", "attempts", "last_error", "processed_at"]
-            )
-            return Outcome(receipt.state)
+            return _run_handlers(receipt)
     except Exception as exc:
-        error = traceback.format_exc()[-MAX_ERROR_LENGTH:]
-        # A short transaction of its own: the failed one rolled back.
-        receipts.record_failure(receipt_id, error)
-        logger.warning("webhook receipt %s failed: %r", receipt_id, exc)
-        raise HandlerFailed(f"receipt {receipt_id}: {exc!r}") from exc
+        raise _failed(receipts, receipt_id, exc) from exc
+
+
+def process_next() -> int | None:
+    """Process the oldest received receipt no other worker holds; return its
+    id, or None when there is none.
+
+    Raises ``HandlerFailed`` after recording the failure.
+    """
+    receipts = _receipts()
+    receipt = None
+    try:
+        # As in process(): the handlers' writes and the mark commit as one.
+        with transaction.atomic(using=receipts.db):
+            # SKIP LOCKED: concurrent drains each take the next receipt no
+            # other holds, so none waits and none runs a receipt twice.
+            receipt = receipts.next_received().first()
+            if receipt is None:
+                return None
+            _run_handlers(receipt)
+            return receipt.pk
+    except Exception as exc:
+        if receipt is None:
+            raise  # taking the receipt failed (the database), not a handler
+        raise _failed(receipts, receipt.pk, exc) from exc
+
+
+def drain(limit: int, retry: Callable[[int], None]) -> int:
+    """Process received receipts, oldest first, until none is left or
+    ``limit`` ran; return how many ran. ``retry(receipt_id)`` schedules a
+    receipt whose handlers failed (it is ``failed`` now, so this drain and
+    the next leave it alone)."""
+    ran = 0
+    while ran < limit:
+        try:
+            if process_next() is None:
+                break
+        except HandlerFailed as exc:
+            retry(exc.receipt_id)
+        ran += 1
+    return ran
+
+
+def _receipts():
+    return WebhookReceipt.objects.db_manager(router.db_for_write(WebhookReceipt))
+
+
+def _run_handlers(receipt) -> Outcome:
+    """Run the receipt's handlers and mark it, in the caller's transaction."""
+    handlers = handlers_for(receipt.source, receipt.event_type)
+    event = Event(
+        receipt=receipt,
+        source=receipt.source,
+        event_type=receipt.event_type,
+        delivery_id=receipt.delivery_id,
+        occurred_at=receipt.occurred_at,
+    )
+    for handler in handlers:
+        handler(event)
+    receipt.state = State.PROCESSED if handlers else State.SKIPPED
+    receipt.attempts += 1
+    receipt.last_error = ""
+    receipt.processed_at = clock.now()
+    receipt.save(update_fields=["state", "attempts", "last_error", "processed_at"])
+    return Outcome(receipt.state)
+
+
+def _failed(receipts, receipt_id, exc) -> HandlerFailed:
+    error = traceback.format_exc()[-MAX_ERROR_LENGTH:]
+    # A short transaction of its own: the failed one rolled back.
+    receipts.record_failure(receipt_id, error)
+    logger.warning("webhook receipt %s failed: %r", receipt_id, exc)
+    return HandlerFailed(receipt_id, f"receipt {receipt_id}: {exc!r}")
 
 
 def enqueue_waiting(older_than: timedelta, enqueue: Callable, limit=1000) -> int:

@@ -4,13 +4,18 @@ from typing import TYPE_CHECKING
 
 from django.db import connections, models
 
-from idempotency.shared.inserts import insert_or_update, insert_unless_exists
+from idempotency.shared.inserts import insert_or_update, row_insert
 from idempotency.shared.settings import as_timedelta
 
 from .conf import webhooks_settings
 
 if TYPE_CHECKING:  # the models import these querysets
     from .models import WebhookReceipt, WebhookRejection  # noqa: F401 (named in QuerySet[...])
+
+
+# The receipt INSERT by database alias (see _receipt_insert); the model's
+# columns never change in a running process.
+_receipt_inserts: dict[str, tuple[str, list]] = {}
 
 
 class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
@@ -32,6 +37,14 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
         """The receipt, row-locked for this worker; empty when another holds it."""
         return self.select_for_update(skip_locked=True).filter(pk=pk)
 
+    def next_received(self):
+        """The oldest received receipt no other worker holds, row-locked."""
+        return (
+            self.select_for_update(skip_locked=True)
+            .filter(state=self.model.State.RECEIVED)
+            .order_by("received_at", "pk")[:1]
+        )
+
     def purgeable(self, now):
         """Processed or skipped receipts older than the retention; never others."""
         cutoff = now - as_timedelta(webhooks_settings.RETENTION)
@@ -51,18 +64,50 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
         first commits, then inserts nothing, so exactly one request owns the
         new receipt.
         """
-        return insert_unless_exists(
-            self,
-            source=source,
-            delivery_id=delivery.delivery_id,
-            event_type=delivery.event_type,
-            occurred_at=delivery.occurred_at,
-            headers=headers,
-            body=body,
-            body_sha256=body_sha256,
-            state=self.model.State.RECEIVED,
-            received_at=now,
+        row = {
+            "source": source,
+            "delivery_id": delivery.delivery_id,
+            "event_type": delivery.event_type,
+            "occurred_at": delivery.occurred_at,
+            "headers": headers,
+            "body": body,
+            "body_sha256": body_sha256,
+            "state": self.model.State.RECEIVED,
+            "received_at": now,
+        }
+        sql, fields = self._receipt_insert()
+        connection = connections[self.db]
+        # Each value through its field, as the ORM's INSERT does (see
+        # row_insert); unset fields take their defaults.
+        params = [
+            field.get_db_prep_save(row.get(field.attname, default), connection)
+            for field, default in fields
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            found = cursor.fetchone()
+        return found[0] if found else None
+
+    def _receipt_insert(self):
+        """The receipt's ``INSERT … ON CONFLICT DO NOTHING RETURNING id`` and
+        its fields with their defaults, built once per database.
+
+        The intake runs it on every delivery: building it through a model
+        instance each time (``insert_unless_exists``) costs more than the
+        signature check. The SQL comes from the same ``row_insert``.
+        """
+        try:
+            return _receipt_inserts[self.db]
+        except KeyError:
+            pass
+        fields = [f for f in self.model._meta.concrete_fields if not f.primary_key]
+        insert = row_insert(self, {f.name: f.get_default() for f in fields})
+        statement = (
+            f"{insert.sql} ON CONFLICT DO NOTHING RETURNING {insert.pk_column}",
+            [(field, field.get_default()) for field in fields],
         )
+        _receipt_inserts[self.db] = statement
+        return statement
 
     def reopen_failed(self, pk) -> bool:
         """Turn a failed receipt back to received; True if this call did it.

@@ -1,5 +1,6 @@
 """Celery tasks: thin wrappers around webhooks.processing."""
 
+import logging
 import random
 from datetime import timedelta
 
@@ -7,6 +8,10 @@ from celery import shared_task
 
 from . import processing
 from .conf import webhooks_settings
+
+logger = logging.getLogger("webhooks")
+# Receipts one drain task processes before it hands over to a fresh one.
+DRAIN_LIMIT = 500
 
 
 # max_retries=None: WEBHOOKS["MAX_RETRIES"] decides, read at run time.
@@ -22,15 +27,44 @@ def process_receipt(self, receipt_id: int) -> str:
         raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
 
 
+@shared_task(name="webhooks.drain", acks_late=True)
+def drain() -> int:
+    """Process the received receipts (the default ENQUEUE kicks this)."""
+    ran = processing.drain(DRAIN_LIMIT, retry_later)
+    if ran >= DRAIN_LIMIT:
+        # More may wait: a fresh task lets the worker's other tasks run first.
+        drain.apply_async(retry=False)
+    return ran
+
+
 @shared_task(name="webhooks.enqueue_waiting")
 def enqueue_waiting(older_than_seconds: float = 300) -> int:
-    """Safety net for beat: re-enqueue receipts whose enqueue was lost."""
-    return processing.enqueue_waiting(timedelta(seconds=older_than_seconds), enqueue)
+    """Safety net for beat: enqueue again receipts whose enqueue was lost."""
+    return processing.enqueue_waiting(
+        timedelta(seconds=older_than_seconds), webhooks_settings.ENQUEUE
+    )
 
 
 def enqueue(receipt_id: int) -> None:
-    """The default WEBHOOKS["ENQUEUE"]: send the receipt to a Celery worker."""
+    """An ENQUEUE that sends each receipt to a Celery worker as a task of its
+    own (a broker message per receipt; the default kicks a drain instead)."""
     process_receipt.delay(receipt_id)
+
+
+def retry_later(receipt_id: int) -> None:
+    """Retry a receipt that failed in a drain as process_receipt's first retry."""
+    if webhooks_settings.MAX_RETRIES < 1:
+        return
+    try:
+        # retries=1: the drain's run was the first attempt, so MAX_RETRIES
+        # and the backoff carry on from there. Celery hands it to
+        # send_task(); its type stubs leave the option out.
+        process_receipt.apply_async(  # type: ignore[call-arg]
+            (receipt_id,), countdown=backoff(0), retries=1, retry=False
+        )
+    except Exception:
+        # It stays failed: the provider's redelivery or a replay reopens it.
+        logger.warning("Could not schedule a retry of receipt %s", receipt_id)
 
 
 def backoff(retries: int) -> float:

@@ -1,5 +1,6 @@
-"""A worker dies while processing a webhook receipt: the receipt is processed
-once, by the worker that gets the message next."""
+"""A worker dies while processing a webhook receipt, as its own task or in a
+drain: the receipt is processed once, by the worker that gets the message
+next."""
 
 import uuid
 
@@ -50,6 +51,13 @@ def intake(settings, django_capture_on_commit_callbacks):
 
 
 @pytest.mark.parametrize(
+    "task",
+    [
+        pytest.param("webhooks.process_receipt", id="own-task"),
+        pytest.param("webhooks.drain", id="drain"),
+    ],
+)
+@pytest.mark.parametrize(
     ("kill_after", "state", "widgets"),
     [
         # The handler's INSERT ran; the "processed" mark never committed.
@@ -61,20 +69,22 @@ def intake(settings, django_capture_on_commit_callbacks):
     ],
 )
 def test_a_receipt_whose_worker_died_is_processed_once(
-    intake, tmp_path, kill_after, state, widgets
+    intake, tmp_path, task, kill_after, state, widgets
 ):
     receipt_id = intake("delivery-1")
+    # The drain finds the receipt itself: the default ENQUEUE's task.
+    args = [receipt_id] if task == "webhooks.process_receipt" else []
     queue = f"faults-webhooks-{uuid.uuid4().hex[:8]}"
     marker = tmp_path / "killed"
     faults = {
-        "FAULTS_KILL_TASK": "webhooks.process_receipt",
+        "FAULTS_KILL_TASK": task,
         "FAULTS_KILL_AFTER": kill_after,
         "FAULTS_KILL_ONCE": str(marker),
     }
     # solo: the task runs in the worker's own process, so the whole worker dies
     # and its message stays unacked in Redis.
     with celery_worker(queue, **faults) as worker:
-        send_task("webhooks.process_receipt", queue=queue, args=[receipt_id])
+        send_task(task, queue=queue, args=args)
         assert worker.wait_exit() == -9
     assert marker.exists()
     receipt = WebhookReceipt.objects.get()
@@ -85,7 +95,7 @@ def test_a_receipt_whose_worker_died_is_processed_once(
     with celery_worker(queue, **faults) as worker:
 
         def redelivered():
-            return worker.ran("webhooks.process_receipt") == 1
+            return worker.ran(task) == 1
 
         wait_until(redelivered, "the redelivery was not processed", worker=worker)
 

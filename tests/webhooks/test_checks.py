@@ -150,6 +150,8 @@ def test_every_bad_source_and_value_is_reported_in_one_run(settings):
         ({"ENQUEUE": "webhooks.tasks.nope"}, "webhooks.E013"),
         ({"MAX_RETRIES": -1}, "webhooks.E014"),
         ({"RETRY_BACKOFF_MAX": 0}, "webhooks.E014"),
+        ({"KICK_INTERVAL": 0}, "webhooks.E016"),
+        ({"KICK_INTERVAL": "fast"}, "webhooks.E016"),
     ],
 )
 def test_app_settings(settings, extra, error_id):
@@ -169,6 +171,8 @@ def test_w003_the_default_enqueue_without_a_celery_broker(settings):
     try:
         app.conf.broker_url = None
         settings.WEBHOOKS = {}
+        assert [e.id for e in check_enqueue()] == ["webhooks.W003"]
+        settings.WEBHOOKS = {"ENQUEUE": "webhooks.tasks.enqueue"}
         assert [e.id for e in check_enqueue()] == ["webhooks.W003"]
         settings.WEBHOOKS = {"ENQUEUE": "builtins.print"}
         assert check_enqueue() == []

@@ -175,3 +175,63 @@ def test_receipts_left_received_are_enqueued_again(clock):
 
     assert count == 1
     assert enqueued == [WebhookReceipt.objects.get(delivery_id="old").pk]
+
+
+def test_a_drain_processes_the_received_receipts_oldest_first(calls, clock):
+    for delivery_id in ["evt_1", "evt_2", "evt_3"]:
+        deliver(delivery_id)
+        clock.advance(seconds=1)
+
+    assert processing.drain(100, retry=pytest.fail) == 3
+    assert [e.delivery_id for e in calls] == ["evt_1", "evt_2", "evt_3"]
+    assert set(WebhookReceipt.objects.values_list("state", flat=True)) == {"processed"}
+    assert processing.drain(100, retry=pytest.fail) == 0
+
+
+def test_a_drain_stops_at_its_limit(calls):
+    for delivery_id in ["evt_1", "evt_2", "evt_3"]:
+        deliver(delivery_id)
+
+    assert processing.drain(2, retry=pytest.fail) == 2
+    assert WebhookReceipt.objects.filter(state="received").count() == 1
+
+
+def test_a_drain_hands_a_failing_receipt_to_retry_and_goes_on():
+    @on("github", "push")
+    def broken(event):
+        if event.delivery_id == "evt_bad":
+            raise ConnectionError("down")
+
+    deliver("evt_bad")
+    deliver("evt_good")
+    retried = []
+
+    assert processing.drain(100, retry=retried.append) == 2
+    bad = WebhookReceipt.objects.get(delivery_id="evt_bad")
+    assert retried == [bad.pk]
+    assert (bad.state, bad.attempts) == ("failed", 1)
+    assert WebhookReceipt.objects.get(delivery_id="evt_good").state == "processed"
+
+
+def test_a_receipt_whose_kick_was_lost_is_processed_by_enqueue_waiting(
+    calls, clock, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The broker is down when the delivery commits: the drain kick fails, the
+    provider still gets 202, and beat's enqueue_waiting kicks again later."""
+    from webhooks import kicks, tasks
+
+    def broker_down(*args, **kwargs):
+        raise ConnectionError("broker down")
+
+    with monkeypatch.context() as broken:
+        broken.setattr(tasks.drain, "apply_async", broker_down)
+        with django_capture_on_commit_callbacks(execute=True):
+            assert deliver().status_code == 202
+    assert receipt().state == "received"
+
+    kicks.drain_kicker.reset()  # the window a real beat run, minutes later, sees
+    clock.advance(minutes=6)
+    assert tasks.enqueue_waiting.apply().get() == 1  # Celery is eager here
+
+    assert receipt().state == "processed"
+    assert [e.delivery_id for e in calls] == ["evt_1"]

@@ -1,0 +1,64 @@
+"""Real threads on PostgreSQL: concurrent drains share the received receipts."""
+
+import threading
+
+import pytest
+from django.db import connections
+from django.utils import timezone
+
+from webhooks import processing
+from webhooks.handlers import on
+from webhooks.models import WebhookReceipt
+
+pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
+
+RECEIPTS = 60
+
+
+def test_two_concurrent_drains_process_every_receipt_exactly_once():
+    runs = []
+    lock = threading.Lock()
+
+    @on("github", "push")
+    def count(event):
+        with lock:
+            runs.append(event.delivery_id)
+
+    now = timezone.now()
+    WebhookReceipt.objects.bulk_create(
+        WebhookReceipt(
+            source="github",
+            delivery_id=f"evt_{n}",
+            event_type="push",
+            body=b'{"id": "evt"}',
+            headers={"Content-Type": "application/json"},
+            received_at=now,
+        )
+        for n in range(RECEIPTS)
+    )
+    start = threading.Barrier(2)
+    ran = []
+    errors = []
+
+    def drain():
+        try:
+            start.wait(10)
+            ran.append(processing.drain(10 * RECEIPTS, retry=errors.append))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=drain) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    assert errors == []
+    assert sorted(runs) == sorted(f"evt_{n}" for n in range(RECEIPTS))
+    assert sum(ran) == RECEIPTS
+    assert all(ran), f"one drain took every receipt: {ran}"
+    assert set(WebhookReceipt.objects.values_list("state", "attempts")) == {
+        ("processed", 1)
+    }
