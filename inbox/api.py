@@ -47,8 +47,8 @@ def receive(
     # savepoint=False: inside the caller's transaction this costs no extra
     # round trips, and a failure must roll the caller's work back anyway.
     with transaction.atomic(using=using, savepoint=False):
-        inserted = InboxMessage.objects.db_manager(using).claim(
-            subscriber, message_id, clock.now()
+        inserted = InboxMessage.objects.claim(
+            subscriber, message_id, clock.now(), using=using
         )
         if not inserted:
             logger.info("Dropped a redelivery of %s to %s", message_id, subscriber)

@@ -1,15 +1,15 @@
 """Queries on inbox messages, named by intent."""
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from django.db import connections, models
 
 if TYPE_CHECKING:  # the models import these querysets
     from .models import InboxMessage  # noqa: F401 (named in QuerySet[...])
 
-# The claim statement per database vendor: built from _meta once, since
-# receive() runs it for every delivery.
-_claim_sql: dict[str, str] = {}
+# The claim statement per database vendor, and the field that prepares its
+# timestamp: built from _meta once, since receive() runs it for every delivery.
+_claims: dict[str, tuple[str, models.Field]] = {}
 
 
 class InboxMessageQuerySet(models.QuerySet["InboxMessage"]):
@@ -22,7 +22,14 @@ class InboxMessageQuerySet(models.QuerySet["InboxMessage"]):
     def with_duplicates(self):
         return self.filter(duplicates__gt=0)
 
-    def claim(self, subscriber, message_id, now) -> bool:
+
+_BaseManager = models.Manager.from_queryset(InboxMessageQuerySet)
+
+
+class InboxMessageManager(_BaseManager):
+    # On the manager, not the queryset: receive() runs it for every delivery,
+    # and an INSERT needs no QuerySet built first.
+    def claim(self, subscriber, message_id, now, *, using) -> bool:
         """Insert the row, or count a duplicate on it; return whether inserted.
 
         One statement either way: ``INSERT … ON CONFLICT DO UPDATE`` never
@@ -31,12 +38,13 @@ class InboxMessageQuerySet(models.QuerySet["InboxMessage"]):
         counts a duplicate (or inserts, if that one rolled back): no
         check-then-insert.
         """
-        connection = connections[self.db]
-        received_at = cast(models.Field, self.model._meta.get_field("received_at"))
+        connection = connections[using]
+        sql, received_at = _claims.get(connection.vendor) or _claim(
+            self.model, connection
+        )
         with connection.cursor() as cursor:
             cursor.execute(
-                _claim_sql.get(connection.vendor)
-                or _build_claim_sql(self.model, connection),
+                sql,
                 [
                     subscriber,
                     message_id,
@@ -48,7 +56,7 @@ class InboxMessageQuerySet(models.QuerySet["InboxMessage"]):
         return duplicates == 0
 
 
-def _build_claim_sql(model, connection) -> str:
+def _claim(model, connection) -> tuple[str, models.Field]:
     opts = model._meta
     quote = connection.ops.quote_name
     table = quote(opts.db_table)
@@ -65,5 +73,5 @@ def _build_claim_sql(model, connection) -> str:
         f"DO UPDATE SET {duplicates} = {table}.{duplicates} + 1 "
         f"RETURNING {duplicates}"
     )
-    _claim_sql[connection.vendor] = sql
-    return sql
+    claim = _claims[connection.vendor] = (sql, opts.get_field("received_at"))
+    return claim
