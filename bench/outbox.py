@@ -1,13 +1,11 @@
-"""Relay throughput against a bare kombu loop, and the inbox's overhead."""
+"""Relay throughput against a bare kombu loop."""
 
 import multiprocessing
 import os
-import statistics
 import time
-import uuid
 
 from django.core.management import call_command
-from django.db import connections, transaction
+from django.db import connections
 from kombu import Connection, Exchange, Queue
 
 BROKER_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/11")
@@ -17,9 +15,6 @@ DATABASE_URL = os.environ.get(
 ALIAS = "outbox_bench"
 BACKLOG = 20_000
 BATCH_SIZES = (100, 500, 1000)
-DELIVERIES = 2_000
-# Alternating rounds of each consumer; the median rate of each is reported.
-INBOX_ROUNDS = 7
 EXCHANGE = Exchange("outbox-bench", type="topic", durable=True)
 QUEUE = Queue("outbox-bench", EXCHANGE, routing_key="order")
 
@@ -29,9 +24,8 @@ def run() -> str:
     bare = _bare_kombu_loop()
     relay_rates = {size: _relay(size, processes=1) for size in BATCH_SIZES}
     two = _relay(500, processes=2)
-    with_inbox, without_inbox, floor = _inbox_overhead()
     lines = [
-        "## Outbox relay and inbox",
+        "## Outbox relay",
         "",
         f"Backlog of {BACKLOG:,} messages drained to Redis ({BROKER_URL}), "
         "PostgreSQL database `once_bench_outbox`; the bare loop publishes the "
@@ -50,20 +44,6 @@ def run() -> str:
         f"| relay, 2 processes, batch 500 | {two:,.0f} | {two / bare:.2f}x |",
         "",
         f"Two relay processes vs one (batch 500): {two / one:.2f}x.",
-        "",
-        f"Inbox: {INBOX_ROUNDS} alternating rounds of {DELIVERIES:,} deliveries "
-        "(median rate of each) to a consumer that locks and updates "
-        "one row in a transaction, with and without `receive()`.",
-        "",
-        "| consumer | deliveries/s |",
-        "|---|---:|",
-        f"| without receive() | {without_inbox:,.0f} |",
-        f"| with a hand-written INSERT of the same row (the floor) | {floor:,.0f} |",
-        f"| with receive() | {with_inbox:,.0f} |",
-        "",
-        f"Inbox overhead (time per delivery, with / without): "
-        f"{without_inbox / with_inbox:.2f}x.",
-        f"Floor, the bare INSERT alone: {without_inbox / floor:.2f}x.",
         "",
     ]
     return "\n".join(lines)
@@ -92,14 +72,6 @@ def _use_bench_database():
     configured = connections.configure_settings({"default": config})
     connections.settings[ALIAS] = configured["default"]
     call_command("migrate", "outbox", database=ALIAS, verbosity=0)
-    call_command("migrate", "inbox", database=ALIAS, verbosity=0)
-    with connections[ALIAS].cursor() as cursor:
-        cursor.execute(
-            "CREATE TABLE IF NOT EXISTS bench_counter (id int PRIMARY KEY, n bigint)"
-        )
-        cursor.execute(
-            "INSERT INTO bench_counter VALUES (1, 0) ON CONFLICT (id) DO NOTHING"
-        )
 
 
 def _purge_queue():
@@ -190,52 +162,3 @@ def _drain(batch_size):
         batch_size=batch_size, time_budget=3600, publisher=publisher, using=ALIAS
     )
     connections.close_all()
-
-
-def _inbox_overhead():
-    from inbox.api import receive
-
-    def apply(cursor):
-        # A typical consumer: lock the row it changes, then change it.
-        cursor.execute("SELECT n FROM bench_counter WHERE id = 1 FOR UPDATE")
-        cursor.execute("UPDATE bench_counter SET n = n + 1 WHERE id = 1")
-
-    connection = connections[ALIAS]
-
-    def without():
-        for _ in range(DELIVERIES):
-            with transaction.atomic(using=ALIAS), connection.cursor() as cursor:
-                apply(cursor)
-
-    def with_receive():
-        # Fresh ids every round: a reused id would time the redelivery path.
-        run_id = uuid.uuid4().hex
-        for i in range(DELIVERIES):
-            with receive("bench", f"{run_id}-{i}", using=ALIAS) as delivery:
-                if not delivery.duplicate:
-                    with connection.cursor() as cursor:
-                        apply(cursor)
-
-    def bare_insert():
-        # The floor: the same insert as receive(), written by hand in the
-        # consumer's transaction, so the report shows what the row itself costs.
-        run_id = uuid.uuid4().hex
-        for i in range(DELIVERIES):
-            with transaction.atomic(using=ALIAS), connection.cursor() as cursor:
-                cursor.execute(
-                    "INSERT INTO inbox_message (subscriber, message_id, "
-                    "received_at, duplicates) VALUES (%s, %s, now(), 0) "
-                    "ON CONFLICT DO NOTHING RETURNING id",
-                    ["bench", f"{run_id}-{i}"],
-                )
-                apply(cursor)
-
-    rates = {"with": [], "without": [], "floor": []}
-    consumers = (("without", without), ("floor", bare_insert), ("with", with_receive))
-    for _ in range(INBOX_ROUNDS):
-        for name, consumer in consumers:
-            started = time.perf_counter()
-            consumer()
-            rates[name].append(DELIVERIES / (time.perf_counter() - started))
-    rates = {name: statistics.median(values) for name, values in rates.items()}
-    return rates["with"], rates["without"], rates["floor"]

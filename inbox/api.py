@@ -43,16 +43,14 @@ def receive(
     if not subscriber or not message_id:
         raise MessageIdMissing("receive() needs a subscriber and a message id.")
     using = using or router.db_for_write(InboxMessage)
-    messages = InboxMessage.objects.db_manager(using)
     message_id = str(message_id)
     # savepoint=False: inside the caller's transaction this costs no extra
     # round trips, and a failure must roll the caller's work back anyway.
     with transaction.atomic(using=using, savepoint=False):
-        inserted = messages.insert_once(
-            subscriber=subscriber, message_id=message_id, now=clock.now()
+        inserted = InboxMessage.objects.claim(
+            subscriber, message_id, clock.now(), using=using
         )
         if not inserted:
-            messages.count_duplicate(subscriber, message_id)
             logger.info("Dropped a redelivery of %s to %s", message_id, subscriber)
         yield Delivery(subscriber, message_id, duplicate=not inserted)
 

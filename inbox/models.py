@@ -3,7 +3,7 @@
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from .querysets import InboxMessageQuerySet
+from .querysets import InboxMessageManager
 
 
 class InboxMessage(models.Model):
@@ -18,7 +18,7 @@ class InboxMessage(models.Model):
         _("duplicates"), default=0, help_text=_("Redeliveries dropped so far.")
     )
 
-    objects = InboxMessageQuerySet.as_manager()
+    objects = InboxMessageManager()
 
     class Meta:
         db_table = "inbox_message"

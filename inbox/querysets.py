@@ -2,12 +2,14 @@
 
 from typing import TYPE_CHECKING
 
-from django.db import models
-
-from idempotency.shared.inserts import insert_unless_exists
+from django.db import connections, models
 
 if TYPE_CHECKING:  # the models import these querysets
     from .models import InboxMessage  # noqa: F401 (named in QuerySet[...])
+
+# The claim statement per database vendor, and the field that prepares its
+# timestamp: built from _meta once, since receive() runs it for every delivery.
+_claims: dict[str, tuple[str, models.Field]] = {}
 
 
 class InboxMessageQuerySet(models.QuerySet["InboxMessage"]):
@@ -20,18 +22,56 @@ class InboxMessageQuerySet(models.QuerySet["InboxMessage"]):
     def with_duplicates(self):
         return self.filter(duplicates__gt=0)
 
-    def insert_once(self, *, subscriber, message_id, now) -> bool:
-        """Insert the row unless it exists; return whether this call inserted it.
 
-        A concurrent insert of the same id blocks on the unique index until its
-        transaction ends, then this one does nothing: no check-then-insert.
+_BaseManager = models.Manager.from_queryset(InboxMessageQuerySet)
+
+
+class InboxMessageManager(_BaseManager):
+    # On the manager, not the queryset: receive() runs it for every delivery,
+    # and an INSERT needs no QuerySet built first.
+    def claim(self, subscriber, message_id, now, *, using) -> bool:
+        """Insert the row, or count a duplicate on it; return whether inserted.
+
+        One statement either way: ``INSERT … ON CONFLICT DO UPDATE`` never
+        aborts the caller's transaction. A concurrent insert of the same id
+        blocks on the unique index until its transaction ends, then this one
+        counts a duplicate (or inserts, if that one rolled back): no
+        check-then-insert.
         """
-        inserted = insert_unless_exists(
-            self, subscriber=subscriber, message_id=message_id, received_at=now
+        connection = connections[using]
+        sql, received_at = _claims.get(connection.vendor) or _claim(
+            self.model, connection
         )
-        return inserted is not None
+        with connection.cursor() as cursor:
+            cursor.execute(
+                sql,
+                [
+                    subscriber,
+                    message_id,
+                    received_at.get_db_prep_save(now, connection),
+                ],
+            )
+            (duplicates,) = cursor.fetchone()
+        # A new row starts at 0; a conflict has just raised it to 1 or more.
+        return duplicates == 0
 
-    def count_duplicate(self, subscriber, message_id) -> None:
-        self.for_message(subscriber, message_id).update(
-            duplicates=models.F("duplicates") + 1
-        )
+
+def _claim(model, connection) -> tuple[str, models.Field]:
+    opts = model._meta
+    quote = connection.ops.quote_name
+    table = quote(opts.db_table)
+    columns = [
+        quote(opts.get_field(name).column)
+        for name in ("subscriber", "message_id", "received_at", "duplicates")
+    ]
+    unique = next(c for c in opts.constraints if c.name == "inbox_unique_message")
+    target = ", ".join(quote(opts.get_field(name).column) for name in unique.fields)
+    duplicates = columns[3]
+    sql = (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES (%s, %s, %s, 0) "
+        f"ON CONFLICT ({target}) "
+        f"DO UPDATE SET {duplicates} = {table}.{duplicates} + 1 "
+        f"RETURNING {duplicates}"
+    )
+    claim = _claims[connection.vendor] = (sql, opts.get_field("received_at"))
+    return claim

@@ -5,7 +5,8 @@ import time
 import uuid
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from kombu import Connection, Exchange, Queue
 
 from inbox.api import consumer, message_id_from, receive
@@ -69,6 +70,34 @@ def test_receive_joins_the_callers_transaction():
 
     assert InboxMessage.objects.count() == 0
     assert Widget.objects.count() == 0
+
+
+@pytest.mark.postgresql
+def test_receive_is_one_statement_for_a_first_delivery_and_for_a_duplicate():
+    with CaptureQueriesContext(connection) as first, receive("stock", "m1"):
+        pass
+    # Inside the caller's transaction: no savepoint either.
+    with (
+        transaction.atomic(),
+        CaptureQueriesContext(connection) as again,
+        receive("stock", "m1") as delivery,
+    ):
+        assert delivery.duplicate
+
+    # BEGIN and COMMIT are the transaction receive() opened; the claim, its
+    # duplicate count included, is one INSERT … ON CONFLICT DO UPDATE.
+    assert [query["sql"].split()[0] for query in first] == ["BEGIN", "INSERT", "COMMIT"]
+    assert [query["sql"].split()[0] for query in again] == ["INSERT"]
+    assert InboxMessage.objects.get().duplicates == 1
+
+
+def test_a_duplicate_leaves_the_callers_transaction_usable():
+    apply("stock", "m1")
+    with transaction.atomic():
+        assert apply("stock", "m1").duplicate
+        Widget.objects.create(name="after the duplicate")
+
+    assert Widget.objects.count() == 2
 
 
 def test_receive_needs_a_message_id():
