@@ -93,7 +93,7 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
         its fields with their defaults, built once per database.
 
         The intake runs it on every delivery: building it through a model
-        instance each time (``insert_unless_exists``) costs more than the
+        instance each time (``row_insert`` per call) costs more than the
         signature check. The SQL comes from the same ``row_insert``.
         """
         try:
