@@ -1,65 +1,289 @@
-"""Keyed POST vs the same POST without the mixin, and the replay.
+"""Keyed POSTs against a bare DRF create view, in-process and under gunicorn.
 
-In-process through the whole Django + DRF stack with real commits on
-PostgreSQL; the three kinds are interleaved in rounds so drift hits all.
+The bare view creates one order and nothing else; the keyed views are the
+same view with the mixin, in atomic and in lease mode, and the replay sends
+an atomic key again. The floor view only authenticates and answers: no
+keyed request can cost less. Real commits on PostgreSQL; the kinds are
+interleaved in rounds so drift hits all. A second table keeps the
+demo-shaped comparison: the demo's order view (order, outbox row, relay
+kick) with and without the mixin.
 """
 
+import base64
+import http.client
+import os
+import threading
 import time
 import uuid
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import MD5PasswordHasher
 from django.test import Client
 
-from . import database
+from . import database, processes
 from .stats import median_ms, p95_ms, table
 
 ROUNDS = 40
 PER_ROUND = 50
 WARMUP = 200
 BODY = '{"sku": "BOOK-1", "quantity": 1}'
+# Under gunicorn: sequential requests for latency, then concurrent clients.
+WORKERS = 2
+SERVER_ROUNDS = 10
+SERVER_PER_ROUND = 30
+CLIENTS = 4
+PER_CLIENT = 150
+# Throughput passes, each running every kind in turn: a burst of load from
+# elsewhere on the machine then hits every kind, not just the one running.
+PASSES = 5
+PASSWORD = "bench-keys-password"
+
+BARE = "bare view"
+KEYED = "keyed, atomic"
+LEASED = "keyed, lease"
+REPLAY = "replay"
+FLOOR = "DRF floor"
+# The first requests of each round, by kind; replays then resend KEYED's keys.
+FIRSTS = {
+    BARE: "/bare/orders/",
+    KEYED: "/keyed/orders/",
+    LEASED: "/leased/orders/",
+    FLOOR: "/floor/orders/",
+}
+KEYED_PATHS = {KEYED, LEASED}
+# Ceilings on the ratio to the bare view's median, and floors on requests/s.
+LATENCY_TARGETS = {KEYED: 1.3, REPLAY: 0.5}
+THROUGHPUT_TARGETS = {KEYED: 0.9}
 
 
 def run() -> str:
     database.prepare()
-    user, _ = get_user_model().objects.get_or_create(username="bench")
+    user = _bench_user()
     client = Client()
     client.force_login(user)
+    load = os.getloadavg()[0]
+    send = _in_process(client)
+    for _ in range(WARMUP):
+        for name, path in FIRSTS.items():
+            send(path, _key() if name in KEYED_PATHS else None)
+    local = _rounds(send, ROUNDS, PER_ROUND)
+    demo = _demo(send)
+    served, throughput = _under_gunicorn(user)
+    return (
+        "## Idempotency keys: keyed POST vs a bare create view\n\n"
+        "The bare view is a DRF `CreateModelMixin` view creating one order, "
+        "nothing else (no outbox row, no relay kick); the keyed views are the "
+        "same view with `IdempotencyMixin`, in atomic and in lease mode; the "
+        "replay resends an atomic key. The DRF floor only authenticates, "
+        "checks permissions and answers 201: what every request pays, a "
+        "replay included. PostgreSQL with real commits, "
+        f"{os.cpu_count()} CPUs shared by client, server and PostgreSQL, "
+        f"load average {load:.2f} at the start.\n"
+        f"Targets vs the bare view: keyed first request (atomic) <= "
+        f"{LATENCY_TARGETS[KEYED]}x median, replay <= "
+        f"{LATENCY_TARGETS[REPLAY]}x, requests/s under gunicorn >= "
+        f"{THROUGHPUT_TARGETS[KEYED]}x; lease mode reported beside.\n\n"
+        f"In-process (Django test client, session auth), {ROUNDS} interleaved "
+        f"rounds of {PER_ROUND}:\n\n"
+        + _latency_table(local)
+        + f"\n\nUnder gunicorn ({WORKERS} sync workers) on loopback, HTTP Basic "
+        "(MD5-hashed, bench only). Latency: "
+        f"{SERVER_ROUNDS} interleaved sequential rounds of {SERVER_PER_ROUND}, "
+        f"a new TCP connection each; throughput: {CLIENTS} concurrent clients "
+        f"x {PER_CLIENT} requests per kind, in {PASSES} interleaved passes:\n\n"
+        + _server_table(served, throughput)
+        + "\n\n### Demo-shaped: the demo's order view with and without the mixin\n\n"
+        f"`POST /api/orders/` in-process, {ROUNDS} interleaved rounds of "
+        f"{PER_ROUND}. Both views do the demo's work: the order, its "
+        "`order.created` outbox row and the relay kick on commit; the baseline "
+        "is the same view without the mixin.\n"
+        "Target: keyed first request <= 1.3x baseline median.\n\n"
+        + _latency_table(demo, base="baseline", targets={"keyed": 1.3})
+        + "\n"
+    )
 
-    def post(path, key=None):
+
+def _bench_user():
+    user, _ = get_user_model().objects.get_or_create(username="bench")
+    # The server's hasher (bench.idempotency_settings), set without it here.
+    # A fixed salt: a new hash would log out the sessions of a run already
+    # going on in the same database.
+    password = MD5PasswordHasher().encode(PASSWORD, "bench")
+    if user.password != password:
+        user.password = password
+        user.save(update_fields=["password"])
+    return user
+
+
+def _key():
+    return str(uuid.uuid4())
+
+
+def _rounds(send, rounds, per_round):
+    """Samples (ns) per kind: each round's first requests, then its replays."""
+    samples = {name: [] for name in [*FIRSTS, REPLAY]}
+    for _ in range(rounds):
+        keys = [_key() for _ in range(per_round)]
+        for key in keys:
+            for name, path in FIRSTS.items():
+                samples[name].append(send(path, key if name in KEYED_PATHS else None))
+        for key in keys:
+            samples[REPLAY].append(send(FIRSTS[KEYED], key))
+    return samples
+
+
+def _demo(send):
+    for _ in range(WARMUP):
+        send("/baseline/orders/")
+        send("/api/orders/", _key())
+    samples = {"baseline": [], "keyed": [], "replay": []}
+    for _ in range(ROUNDS):
+        keys = [_key() for _ in range(PER_ROUND)]
+        for key in keys:
+            samples["baseline"].append(send("/baseline/orders/"))
+            samples["keyed"].append(send("/api/orders/", key))
+        for key in keys:
+            samples["replay"].append(send("/api/orders/", key))
+    return samples
+
+
+def _in_process(client):
+    def send(path, key=None):
         headers = {"Idempotency-Key": key} if key else {}
         started = time.perf_counter_ns()
         response = client.post(
             path, BODY, content_type="application/json", headers=headers
         )
         elapsed = time.perf_counter_ns() - started
-        assert response.status_code == 201, response.content
+        if response.status_code != 201:
+            raise RuntimeError(f"{path} answered {response.status_code}")
         return elapsed
 
-    for _ in range(WARMUP):
-        post("/baseline/orders/")
-        post("/api/orders/", key=str(uuid.uuid4()))
-    samples = {"baseline": [], "keyed": [], "replay": []}
-    for _ in range(ROUNDS):
-        keys = [str(uuid.uuid4()) for _ in range(PER_ROUND)]
-        for key in keys:
-            samples["baseline"].append(post("/baseline/orders/"))
-            samples["keyed"].append(post("/api/orders/", key=key))
-        for key in keys:
-            samples["replay"].append(post("/api/orders/", key=key))
+    return send
 
-    base = median_ms(samples["baseline"])
-    rows = [
-        (name, f"{median_ms(s):.3f}", f"{p95_ms(s):.3f}", f"{median_ms(s) / base:.2f}x")
-        for name, s in samples.items()
-    ]
-    return (
-        "## Idempotency keys: keyed POST vs baseline\n\n"
-        f"`POST /api/orders/` in-process (Django test client, session auth, "
-        f"PostgreSQL, real commits), {ROUNDS} interleaved rounds of {PER_ROUND}. "
-        "Both views do the demo's work: the order, its `order.created` outbox "
-        "row and the relay kick on commit; the baseline is the same view "
-        "without the mixin.\n"
-        "Targets: keyed first request <= 1.3x baseline median; replay <= 0.6x.\n\n"
-        + table(("request", "median ms", "p95 ms", "vs baseline median"), rows)
-        + "\n"
+
+def _under_gunicorn(user):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench.idempotency_settings"}
+    token = base64.b64encode(f"{user.username}:{PASSWORD}".encode()).decode()
+    with processes.gunicorn(env, workers=WORKERS) as port:
+        send = _over_http(port, f"Basic {token}")
+        for _ in range(WARMUP // 2):
+            for name, path in FIRSTS.items():
+                send(path, _key() if name in KEYED_PATHS else None)
+        latency = _rounds(send, SERVER_ROUNDS, SERVER_PER_ROUND)
+        completed = [_key() for _ in range(CLIENTS * PER_CLIENT // PASSES)]
+        for key in completed:
+            send(FIRSTS[KEYED], key)
+        seconds = dict.fromkeys([*FIRSTS, REPLAY], 0.0)
+        for _ in range(PASSES):
+            for name, path in [*FIRSTS.items(), (REPLAY, FIRSTS[KEYED])]:
+                if name == REPLAY:
+                    keys = completed
+                elif name in KEYED_PATHS:
+                    keys = [_key() for _ in completed]
+                else:
+                    keys = [None] * len(completed)
+                seconds[name] += _seconds(send, path, keys)
+        sent = PASSES * len(completed)
+    return latency, {name: sent / total for name, total in seconds.items()}
+
+
+def _over_http(port, authorization):
+    def send(path, key=None):
+        headers = {"Content-Type": "application/json", "Authorization": authorization}
+        if key:
+            headers["Idempotency-Key"] = key
+        started = time.perf_counter_ns()
+        # gunicorn's sync workers close each connection after one request.
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("POST", path, BODY, headers)
+        response = connection.getresponse()
+        response.read()
+        connection.close()
+        elapsed = time.perf_counter_ns() - started
+        if response.status != 201:
+            raise RuntimeError(f"{path} answered {response.status}")
+        return elapsed
+
+    return send
+
+
+def _seconds(send, path, keys):
+    """How long CLIENTS threads take to send one request per key, shared out."""
+    shares = [keys[n::CLIENTS] for n in range(CLIENTS)]
+    barrier = threading.Barrier(CLIENTS + 1)
+
+    def client(share):
+        barrier.wait()
+        for key in share:
+            send(path, key)
+
+    threads = [threading.Thread(target=client, args=(s,)) for s in shares]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
+
+
+def _verdict(ratio, target, *, at_least=False):
+    if target is None:
+        return ""
+    met = ratio >= target if at_least else ratio <= target
+    sign = ">=" if at_least else "<="
+    return f"{sign} {target}x: {'met' if met else 'missed'}"
+
+
+def _latency_table(samples, *, base=BARE, targets=None):
+    targets = LATENCY_TARGETS if targets is None else targets
+    reference = median_ms(samples[base])
+    rows = []
+    for name, values in samples.items():
+        ratio = median_ms(values) / reference
+        rows.append(
+            (
+                name,
+                f"{median_ms(values):.3f}",
+                f"{p95_ms(values):.3f}",
+                f"{ratio:.2f}x",
+                _verdict(ratio, targets.get(name)),
+            )
+        )
+    return table(("request", "median ms", "p95 ms", f"vs {base}", "target"), rows)
+
+
+def _server_table(latency, throughput):
+    reference = median_ms(latency[BARE])
+    rows = []
+    for name, values in latency.items():
+        ratio = median_ms(values) / reference
+        rate = throughput[name] / throughput[BARE]
+        verdicts = [
+            _verdict(ratio, LATENCY_TARGETS.get(name)),
+            _verdict(rate, THROUGHPUT_TARGETS.get(name), at_least=True),
+        ]
+        rows.append(
+            (
+                name,
+                f"{median_ms(values):.3f}",
+                f"{p95_ms(values):.3f}",
+                f"{ratio:.2f}x",
+                f"{throughput[name]:.0f}",
+                f"{rate:.2f}x",
+                "; ".join(verdict for verdict in verdicts if verdict),
+            )
+        )
+    return table(
+        (
+            "request",
+            "median ms",
+            "p95 ms",
+            f"vs {BARE}",
+            "requests/s",
+            "vs bare requests/s",
+            "target",
+        ),
+        rows,
     )

@@ -235,8 +235,7 @@ def _run_lease(claim, produce):
     while True:
         try:
             # The claim commits on its own so the lease is visible to others.
-            with transaction.atomic(using=records.db):
-                replay = _take(claim, records, lease=lease)
+            replay = _take_committed(claim, records, lease=lease)
             break
         except RequestInFlight:
             if time.monotonic() + POLL_INTERVAL > deadline:
@@ -265,8 +264,24 @@ def _run_lease(claim, produce):
         raise
 
 
+def _take_committed(claim, records, *, lease):
+    """Take the key in a transaction of its own, committed on return (lease mode)."""
+    if transaction.get_connection(records.db).in_atomic_block:
+        # Inside the caller's transaction: a savepoint undoes a refused claim.
+        with transaction.atomic(using=records.db):
+            return _take(claim, records, lease=lease)
+    # In autocommit the claim's one statement commits by itself, without a
+    # BEGIN and COMMIT round trip each; _take opens a transaction to lock.
+    return _take(claim, records, lease=lease)
+
+
 def _take(claim, records, *, lease):
-    """Claim the key (insert, or lock the existing row); return a replay or None."""
+    """Claim the key (insert, or lock the existing row); return a replay or None.
+
+    Runs inside the claim's transaction (atomic mode) or in autocommit (lease
+    mode): locking the row and taking it over then get a transaction of their
+    own, while an insert or a replay needs none.
+    """
     wait_ms = max(1, math.ceil(_wait().total_seconds() * 1000))
     # A record can vanish between the claim and the lock (a purge deleted it);
     # then the key is free again and the next round inserts it.
@@ -287,17 +302,22 @@ def _take(claim, records, *, lease):
             if record_id is not None:
                 claim.record_id, claim.attempt, claim.fresh = record_id, 1, True
                 return None
-            if record is None or not _is_final(record, now):
-                # Anything but a live completed record may change: lock, re-read.
+            if record is not None and _is_final(record, now):
+                # Replay or refuse: nothing is written, so nothing is locked.
+                return _decide(claim, records, record, now, locked_until)
+            # Anything but a live completed record may change: lock, re-read,
+            # decide and take it over while the lock holds. savepoint=False:
+            # inside the claim's transaction this adds no round trip.
+            with transaction.atomic(using=records.db, savepoint=False):
                 record = records.lock_key(
                     claim.scope, claim.operation, claim.key, lock_timeout_ms=wait_ms
                 )
+                if record is not None:
+                    return _decide(claim, records, record, now, locked_until)
         except OperationalError as exc:
             if _is_lock_timeout(exc):
                 raise RequestInFlight(retry_after=_wait().total_seconds()) from exc
             raise
-        if record is not None:
-            return _decide(claim, records, record, now, locked_until)
     raise RequestInFlight(retry_after=_wait().total_seconds())
 
 

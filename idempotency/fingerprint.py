@@ -27,17 +27,13 @@ def compute(request, operation: str, exclude_fields=()) -> str:
     django_request = _django(request)
     media_type = (django_request.content_type or "").lower()
     encoding = _encoding(django_request)
+    query = django_request.META.get("QUERY_STRING", "")
     parts = (
         django_request.method,
         operation,
         django_request.path,
-        urlencode(
-            sorted(
-                parse_qsl(
-                    django_request.META.get("QUERY_STRING", ""), keep_blank_values=True
-                )
-            )
-        ),
+        # Most keyed requests have no query string: skip parsing nothing.
+        query and urlencode(sorted(parse_qsl(query, keep_blank_values=True))),
         _with_charset(media_type, encoding),
     )
     digest = hashlib.sha256()

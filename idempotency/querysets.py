@@ -1,31 +1,39 @@
 """Queries on idempotency records, named by intent."""
 
+import weakref
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, NamedTuple
 
 from django.db import connections, models
 
-from .shared.inserts import insert_or_update, instance_from_row, row_insert
+from .shared.inserts import insert_or_update
 
 if TYPE_CHECKING:  # the models import these querysets
     from .models import IdempotencyRecord  # noqa: F401 (named in QuerySet[...])
 
 
-# What the claim reads of an existing record to decide without loading it again.
-_RECORD_FIELDS = (
-    "id",
-    "scope",
-    "operation",
-    "key",
-    "request_hash",
-    "state",
-    "status_code",
-    "response_body",
-    "response_headers",
-    "attempts",
-    "locked_until",
-    "expires_at",
-)
+class KeyRow(NamedTuple):
+    """A key's record as the claim decides on it: a row, not a model instance.
+
+    Every retry reads one; building a model instance for it cost more than
+    the statement that fetched it.
+    """
+
+    pk: int
+    request_hash: str
+    state: str
+    status_code: int | None
+    response_body: bytes | None
+    response_headers: dict
+    attempts: int
+    locked_until: datetime | None
+    expires_at: datetime
+
+
+# The record's fields a KeyRow holds, in its order.
+_ROW_FIELDS = ("id", *KeyRow._fields[1:])
 # Transaction-local (true): a rollback puts the previous timeout back by itself.
 _BOUND_LOCK_TIMEOUT = "set_config('lock_timeout', %s, true)"
 
@@ -50,6 +58,116 @@ def bounded_lock_timeout(connection, milliseconds: int):
     yield
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {_BOUND_LOCK_TIMEOUT}", [previous])
+
+
+@dataclass(frozen=True)
+class _Statements:
+    """The statements every keyed request runs, written once per backend.
+
+    Each request only fills in the values; the ORM would compile the same
+    SQL again for every request.
+    """
+
+    # The pending record's columns, in the INSERT's order.
+    fields: tuple
+    # PostgreSQL: insert the key, or read its record, in one round trip.
+    claim: str
+    # Other backends: insert the key, then read the record if it was there.
+    insert: str
+    read: str
+    lock: str
+    complete: str
+    # The completion's response_body, response_headers and completed_at.
+    completion_fields: tuple
+
+
+def _build_statements(model, connection) -> _Statements:
+    opts = model._meta
+    quote = connection.ops.quote_name
+    table = quote(opts.db_table)
+    pk = quote(opts.pk.column)
+    fields = tuple(field for field in opts.concrete_fields if not field.primary_key)
+    columns = ", ".join(quote(field.column) for field in fields)
+    placeholders = ", ".join(["%s"] * len(fields))
+    selected = ", ".join(quote(opts.get_field(name).column) for name in _ROW_FIELDS)
+    by_key = f"WHERE {quote('scope')} = %s AND {quote('operation')} = %s AND " + (
+        f"{quote('key')} = %s"
+    )
+    read = f"SELECT {selected} FROM {table} {by_key}"
+    # ``guard`` bounds how long the INSERT may wait on a concurrent insert of
+    # the same key (the insert selects from it, so the bound is set first);
+    # each branch puts the previous timeout back once its row comes back, as
+    # bounded_lock_timeout() does. The second branch reads the existing row
+    # from the statement's snapshot, without locking it.
+    restore = "set_config('lock_timeout', (SELECT previous FROM guard), true)"
+    nulls = ", ".join(["NULL"] * (len(_ROW_FIELDS) - 1))
+    claim = (
+        "WITH guard AS (SELECT current_setting('lock_timeout') AS previous, "
+        f"{_BOUND_LOCK_TIMEOUT} AS bounded), "
+        f"inserted AS (INSERT INTO {table} ({columns}) "
+        f"SELECT {placeholders} FROM guard "
+        f"ON CONFLICT DO NOTHING RETURNING {pk}) "
+        f"SELECT TRUE, {pk}, {nulls}, {restore} FROM inserted "
+        f"UNION ALL SELECT FALSE, {selected}, {restore} FROM {table} {by_key}"
+    )
+    complete = (
+        f"UPDATE {table} SET {quote('state')} = %s, {quote('status_code')} = %s, "
+        f"{quote('response_body')} = %s, {quote('response_headers')} = %s, "
+        f"{quote('resource_type')} = %s, {quote('resource_id')} = %s, "
+        f"{quote('locked_until')} = NULL, {quote('completed_at')} = %s "
+        # Fenced: only the attempt holding the claim may complete it.
+        f"WHERE {pk} = %s AND {quote('attempts')} = %s AND {quote('state')} = %s"
+    )
+    lock = f"{read} FOR UPDATE" if connection.features.has_select_for_update else read
+    return _Statements(
+        fields=fields,
+        claim=claim,
+        insert=(
+            f"INSERT INTO {table} ({columns}) VALUES ({placeholders}) "
+            f"ON CONFLICT DO NOTHING RETURNING {pk}"
+        ),
+        read=read,
+        lock=lock,
+        complete=complete,
+        completion_fields=tuple(
+            opts.get_field(name)
+            for name in ("response_body", "response_headers", "completed_at")
+        ),
+    )
+
+
+# Per connection (one per thread and alias): the statements and the
+# converters that turn a read row's values into what the fields hold.
+_prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _prepare(model, connection) -> tuple[_Statements, tuple]:
+    prepared = _prepared.get(connection)
+    if prepared is None:
+        converters = []
+        for name in _ROW_FIELDS:
+            field = model._meta.get_field(name)
+            column = field.get_col(model._meta.db_table)
+            converters.append(
+                (
+                    column,
+                    connection.ops.get_db_converters(column)
+                    + field.get_db_converters(connection),
+                )
+            )
+        prepared = _build_statements(model, connection), tuple(converters)
+        _prepared[connection] = prepared
+    return prepared
+
+
+def _key_row(connection, converters, values) -> KeyRow:
+    """A KeyRow from raw column values, converted as the ORM would."""
+    converted = []
+    for value, (column, field_converters) in zip(values, converters, strict=True):
+        for convert in field_converters:
+            value = convert(value, column, connection)
+        converted.append(value)
+    return KeyRow._make(converted)
 
 
 class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
@@ -79,72 +197,55 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
         expires_at,
         locked_until=None,
         lock_timeout_ms=0,
-    ):
+    ) -> tuple[int | None, KeyRow | None]:
         """Insert a pending record unless the key exists.
 
-        Return ``(id, None)`` when this call inserted it, ``(None, record)``
+        Return ``(id, None)`` when this call inserted it, ``(None, row)``
         with the existing record as last committed (not locked), or
         ``(None, None)`` when a concurrent insert committed while this one
         waited (the row is newer than the statement's snapshot).
         """
         connection = connections[self.db]
-        insert = row_insert(
-            self,
-            {
-                "scope": scope,
-                "operation": operation,
-                "key": key,
-                "request_hash": request_hash,
-                "state": self.model.State.PENDING,
-                "attempts": 1,
-                "locked_until": locked_until,
-                "created_at": now,
-                "expires_at": expires_at,
-            },
-        )
-        if connection.vendor == "postgresql":
-            return self._claim_postgresql(connection, insert, lock_timeout_ms)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"{insert.sql} ON CONFLICT DO NOTHING RETURNING {insert.pk_column}",
-                insert.params,
+        statements, converters = _prepare(self.model, connection)
+        values = {
+            "scope": scope,
+            "operation": operation,
+            "key": key,
+            "request_hash": request_hash,
+            "state": self.model.State.PENDING,
+            "attempts": 1,
+            "locked_until": locked_until,
+            "created_at": now,
+            "expires_at": expires_at,
+        }
+        # Through each field as the ORM's INSERT does, defaults included; no
+        # field of the record computes its value on save (no auto_now).
+        params = [
+            field.get_db_prep_save(
+                values[field.name] if field.name in values else field.get_default(),
+                connection,
             )
-            row = cursor.fetchone()
-        if row:
-            return row[0], None
-        return None, self.for_key(scope, operation, key).first()
-
-    def _claim_postgresql(self, connection, insert, lock_timeout_ms):
-        # One round trip for the common cases. ``guard`` bounds how long the
-        # INSERT may wait on a concurrent insert of the same key (the insert
-        # selects from it, so the bound is set first); the outer SELECT puts
-        # the previous timeout back once a row comes back, as
-        # bounded_lock_timeout() does. The second branch reads the existing
-        # row from the statement's snapshot, without locking it.
-        quote = connection.ops.quote_name
-        fields = ", ".join(quote(name) for name in _RECORD_FIELDS)
-        nulls = ", ".join(["NULL"] * (len(_RECORD_FIELDS) - 1))
-        restore = "set_config('lock_timeout', (SELECT previous FROM guard), true)"
-        sql = (
-            "WITH guard AS (SELECT current_setting('lock_timeout') AS previous, "
-            f"{_BOUND_LOCK_TIMEOUT} AS bounded), "
-            f"inserted AS (INSERT INTO {insert.table} ({insert.columns}) "
-            f"SELECT {insert.placeholders} FROM guard "
-            f"ON CONFLICT DO NOTHING RETURNING {insert.pk_column}) "
-            f"SELECT TRUE, {insert.pk_column}, {nulls}, {restore} FROM inserted "
-            f"UNION ALL SELECT FALSE, {fields}, {restore} FROM {insert.table} "
-            "WHERE scope = %s AND operation = %s AND key = %s"
-        )
-        scope, operation, key = insert.params[:3]
-        params = [f"{lock_timeout_ms}ms", *insert.params, scope, operation, key]
+            for field in statements.fields
+        ]
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            if connection.vendor == "postgresql":
+                cursor.execute(
+                    statements.claim,
+                    [f"{lock_timeout_ms}ms", *params, scope, operation, key],
+                )
+                row = cursor.fetchone()
+                if row is None:
+                    return None, None
+                if row[0]:
+                    return row[1], None
+                return None, _key_row(connection, converters, row[1:-1])
+            cursor.execute(statements.insert, params)
             row = cursor.fetchone()
-        if row is None:
-            return None, None
-        if row[0]:
-            return row[1], None
-        return None, instance_from_row(self, _RECORD_FIELDS, row[1:-1])
+            if row:
+                return row[0], None
+            cursor.execute(statements.read, [scope, operation, key])
+            row = cursor.fetchone()
+        return None, row and _key_row(connection, converters, row)
 
     def complete(
         self,
@@ -165,36 +266,36 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
         completion statement"). Values go through the fields as the ORM's do.
         """
         connection = connections[self.db]
+        statements, _converters = _prepare(self.model, connection)
         State = self.model.State
-        fields = {field.name: field for field in self.model._meta.concrete_fields}
-        sql = (
-            f"UPDATE {connection.ops.quote_name(self.model._meta.db_table)} "
-            "SET state = %s, status_code = %s, response_body = %s, "
-            "response_headers = %s, resource_type = %s, resource_id = %s, "
-            "locked_until = NULL, completed_at = %s "
-            # Fenced: only the attempt holding the claim may complete it.
-            "WHERE id = %s AND attempts = %s AND state = %s"
-        )
+        body_field, headers_field, completed_field = statements.completion_fields
         params = [
             State.COMPLETED,
             status_code,
-            fields["response_body"].get_db_prep_save(body, connection),
-            fields["response_headers"].get_db_prep_save(headers, connection),
+            body_field.get_db_prep_save(body, connection),
+            headers_field.get_db_prep_save(headers, connection),
             resource_type,
             resource_id,
-            fields["completed_at"].get_db_prep_save(now, connection),
+            completed_field.get_db_prep_save(now, connection),
             pk,
             attempt,
             State.PENDING,
         ]
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(statements.complete, params)
             return cursor.rowcount == 1
 
-    def lock_key(self, scope, operation, key, *, lock_timeout_ms):
+    def lock_key(self, scope, operation, key, *, lock_timeout_ms) -> KeyRow | None:
         """Lock the record of a key (None if gone), waiting at most the timeout."""
-        with bounded_lock_timeout(connections[self.db], lock_timeout_ms):
-            return self.select_for_update().for_key(scope, operation, key).first()
+        connection = connections[self.db]
+        statements, converters = _prepare(self.model, connection)
+        with (
+            bounded_lock_timeout(connection, lock_timeout_ms),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(statements.lock, [scope, operation, key])
+            row = cursor.fetchone()
+        return row and _key_row(connection, converters, row)
 
     def upsert_failed(self, *, scope, operation, key, request_hash, now, expires_at):
         """Record a failed attempt after its transaction rolled back.

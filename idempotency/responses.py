@@ -68,12 +68,12 @@ def _is_html(renderer) -> bool:
 
 
 def replay(record) -> HttpResponse:
+    stored = record.response_headers
     response = HttpResponse(
-        bytes(record.response_body or b""), status=record.status_code
+        record.response_body or b"",
+        status=record.status_code,
+        headers={**stored, REPLAYED_HEADER: "true"},
     )
-    if "Content-Type" not in record.response_headers:
-        del response["Content-Type"]
-    for name, value in record.response_headers.items():
-        response[name] = value
-    response[REPLAYED_HEADER] = "true"
+    if "Content-Type" not in stored:
+        del response["Content-Type"]  # HttpResponse's default, never stored
     return response

@@ -1,0 +1,116 @@
+"""The statements a keyed request sends to PostgreSQL, pinned one by one.
+
+Each is a network round trip, and under load a round trip costs more than
+anything the claim computes: a new one must show here as a failing test.
+The views are the same DRF create view with and without the mixin.
+"""
+
+import re
+import uuid
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import path
+from rest_framework import mixins, viewsets
+
+from idempotency.mixins import IdempotencyMixin
+from tests.conftest import ApiClient
+from tests.testapp.views import WidgetSerializer
+
+pytestmark = [
+    pytest.mark.postgresql,
+    # Committed transactions: the statements a server sends, BEGIN included.
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.urls(__name__),
+]
+
+AUTH = "SELECT auth_user"  # HTTP Basic: the user, before any key is read
+CLAIM = "WITH idempotency_idempotencyrecord"  # insert the key or read its record
+CREATE = "INSERT testapp_widget"  # the view's own write
+COMPLETE = "UPDATE idempotency_idempotencyrecord"  # store the answer, fenced
+
+
+class BareViewSet(mixins.CreateModelMixin, viewsets.GenericViewSet):
+    serializer_class = WidgetSerializer
+
+
+class KeyedViewSet(IdempotencyMixin, BareViewSet):
+    idempotency_operation = "round-trips.atomic"
+
+
+class LeasedViewSet(KeyedViewSet):
+    idempotency_mode = "lease"
+    idempotency_operation = "round-trips.lease"
+
+
+urlpatterns = [
+    path("bare/", BareViewSet.as_view({"post": "create"})),
+    path("keyed/", KeyedViewSet.as_view({"post": "create"})),
+    path("leased/", LeasedViewSet.as_view({"post": "create"})),
+]
+
+
+@pytest.fixture
+def send(user):
+    client = ApiClient(user.username)
+
+    def send(path, key=None):
+        with CaptureQueriesContext(connection) as queries:
+            response = client.post(path, {"name": "w"}, key=key)
+        assert response.status_code == 201, response.content
+        return [_statement(query["sql"]) for query in queries.captured_queries]
+
+    return send
+
+
+def _statement(sql: str) -> str:
+    """The verb and the first table named: ``INSERT testapp_widget``."""
+    table = re.search(r'"(\w+)"', sql)
+    verb = sql.split(None, 1)[0].upper()
+    return f"{verb} {table.group(1)}" if table else verb
+
+
+def test_the_bare_view_authenticates_and_writes(send):
+    assert send("/bare/") == [AUTH, CREATE]
+
+
+def test_an_atomic_first_request_adds_four(send):
+    # One transaction: the claim, the view's write and the stored answer.
+    assert send("/keyed/", key=str(uuid.uuid4())) == [
+        AUTH,
+        "BEGIN",
+        CLAIM,
+        CREATE,
+        COMPLETE,
+        "COMMIT",
+    ]
+
+
+def test_a_lease_first_request_adds_four(send):
+    # The claim commits by itself (autocommit: no BEGIN, no COMMIT of its
+    # own), then the view's write and the answer commit together.
+    assert send("/leased/", key=str(uuid.uuid4())) == [
+        AUTH,
+        CLAIM,
+        "BEGIN",
+        CREATE,
+        COMPLETE,
+        "COMMIT",
+    ]
+
+
+def test_an_atomic_replay_reads_the_record_in_the_claim(send):
+    key = str(uuid.uuid4())
+    send("/keyed/", key=key)
+
+    # The claim's statement finds the completed record and returns it: no
+    # second read, no lock, nothing written.
+    assert send("/keyed/", key=key) == [AUTH, "BEGIN", CLAIM, "COMMIT"]
+
+
+def test_a_lease_replay_is_one_statement(send):
+    key = str(uuid.uuid4())
+    send("/leased/", key=key)
+
+    assert send("/leased/", key=key) == [AUTH, CLAIM]
