@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 
 
 @dataclass(frozen=True)
@@ -83,21 +83,3 @@ def insert_or_update(
     sql = f"{insert.sql} ON CONFLICT ({target}) DO UPDATE SET {update}"
     with connection.cursor() as cursor:
         cursor.execute(sql, [*insert.params, *params])
-
-
-def instance_from_row(queryset: QuerySet, field_names, row) -> Model:
-    """A model instance from raw column values, converted as the ORM would."""
-    model = queryset.model
-    connection = connections[queryset.db]
-    values = []
-    for name, value in zip(field_names, row, strict=True):
-        field = model._meta.get_field(name)
-        column = field.get_col(model._meta.db_table)
-        # The backend's converters, then the field's (from_db_value).
-        for convert in [
-            *connection.ops.get_db_converters(column),
-            *field.get_db_converters(connection),
-        ]:
-            value = convert(value, column, connection)
-        values.append(value)
-    return model.from_db(queryset.db, list(field_names), values)
