@@ -126,6 +126,9 @@ WEBHOOKS = {
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL == "filesystem://":
     BROKER_DIR = BASE_DIR / "var" / "broker"
+    # kombu writes there but does not create the folders: without them the
+    # first relay kick of a process that is not `rundemo` would fail.
+    (BROKER_DIR / "control").mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR),
         "data_folder_out": str(BROKER_DIR),
