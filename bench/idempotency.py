@@ -12,7 +12,6 @@ kick) with and without the mixin.
 import base64
 import http.client
 import os
-import threading
 import time
 import uuid
 
@@ -20,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import MD5PasswordHasher
 from django.test import Client
 
-from . import database, processes
+from . import clients, database, processes
 from .stats import median_ms, p95_ms, table
 
 ROUNDS = 40
@@ -211,21 +210,7 @@ def _over_http(port, authorization):
 def _seconds(send, path, keys):
     """How long CLIENTS threads take to send one request per key, shared out."""
     shares = [keys[n::CLIENTS] for n in range(CLIENTS)]
-    barrier = threading.Barrier(CLIENTS + 1)
-
-    def client(share):
-        barrier.wait()
-        for key in share:
-            send(path, key)
-
-    threads = [threading.Thread(target=client, args=(s,)) for s in shares]
-    for thread in threads:
-        thread.start()
-    barrier.wait()
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    return time.perf_counter() - started
+    return clients.seconds_for(shares, lambda key: send(path, key))
 
 
 def _verdict(ratio, target, *, at_least=False):

@@ -14,10 +14,9 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 
-from . import processes
+from . import clients, processes
 from .charts import bar_chart
 from .stats import median_ms, p95_ms, percentile_ms, table
 
@@ -177,21 +176,7 @@ def _burst(port, path, counter):
         [_signed(next(counter)) for _ in range(PER_CLIENT // BURSTS)]
         for _ in range(CLIENTS)
     ]
-    barrier = threading.Barrier(CLIENTS + 1)
-
-    def client(batch):
-        barrier.wait()
-        for body, headers in batch:
-            _post(port, path, body, headers)
-
-    threads = [threading.Thread(target=client, args=(b,)) for b in batches]
-    for thread in threads:
-        thread.start()
-    barrier.wait()
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    return time.perf_counter() - started
+    return clients.seconds_for(batches, lambda signed: _post(port, path, *signed))
 
 
 def _prepare(env):
