@@ -4,6 +4,7 @@ import contextlib
 import uuid
 
 import pytest
+from amqp.exceptions import PreconditionFailed
 from celery import Celery
 from django.db import transaction
 from django.utils import timezone
@@ -245,7 +246,9 @@ class TestKombuPublisherOnRabbitMQ(KombuContract):
     def test_publisher_confirms_are_on(self):
         with self.make_publisher() as publisher:
             publisher.publish(make_message())
-            assert publisher.connection.transport_options["confirm_publish"] is True
+            # RabbitMQ refuses transactions on a channel in confirm mode.
+            with pytest.raises(PreconditionFailed, match="confirm"):
+                publisher.producer.channel.tx_select()
         self.receive(1)
 
     def test_a_refused_publish_on_a_live_broker_raises(self):
