@@ -10,6 +10,7 @@ from pathlib import Path
 MODULES = [
     "bench.idempotency",
     "bench.outbox",
+    "bench.relay",
     "bench.webhooks",
     "bench.retention",
     "bench.dashboard",
