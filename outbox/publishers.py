@@ -317,9 +317,11 @@ class KombuPublisher(BasePublisher):
         if not routed:
             return
         # kombu routes each message as publish() would, on the bindings just
-        # read, and its Redis batch sends the pushes in one pipeline. A failed
-        # pipeline raises: delivery uncertain, every message fails.
-        with _bindings_read(channel, self.exchange_name, table), producer.batch():
+        # read, and its Redis batch (kombu 5.7+; before, a push per message)
+        # sends the pushes in one pipeline. A failed pipeline raises: delivery
+        # uncertain, every message fails.
+        batch = getattr(producer, "batch", contextlib.nullcontext)
+        with _bindings_read(channel, self.exchange_name, table), batch():
             for message in routed:
                 self._send(producer, message)
 
