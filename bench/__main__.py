@@ -9,7 +9,7 @@ from pathlib import Path
 # Each module exposes run() -> str: a Markdown section with its figures.
 MODULES = [
     "bench.idempotency",
-    "bench.outbox",
+    "bench.relay",
     "bench.inbox",
     "bench.webhooks",
     "bench.retention",

@@ -12,12 +12,12 @@ BIN = Path(sys.executable).parent
 
 
 @contextmanager
-def gunicorn(env, *, workers):
-    """Serve the demo's WSGI app under ``env``; yield the port it listens on."""
+def gunicorn(env, *, workers, app="project.wsgi:application"):
+    """Serve ``app`` (the demo's) under ``env``; yield the port it listens on."""
     port = free_port()
     server = start(
         "gunicorn",
-        "project.wsgi:application",
+        app,
         f"--bind=127.0.0.1:{port}",
         f"--workers={workers}",
         "--log-level=warning",

@@ -2,8 +2,11 @@
 
 A publisher is a context manager (the relay opens it once per drain) with one
 required method, ``publish(message)``, which returns only once the broker has
-taken the message and raises otherwise. Pick one with ``OUTBOX["PUBLISHER"]``
-(a dotted path) and give it keyword arguments in ``OUTBOX["PUBLISHER_OPTIONS"]``.
+taken the message and raises otherwise. The relay hands over each claimed
+batch through ``publish_many(messages)``, which a publisher overrides to send
+a batch at once; by default it publishes one message at a time. Pick one with
+``OUTBOX["PUBLISHER"]`` (a dotted path) and give it keyword arguments in
+``OUTBOX["PUBLISHER_OPTIONS"]``.
 """
 
 import contextlib
@@ -35,6 +38,17 @@ class BasePublisher:
         """Hand over one ``OutboxMessage``; raise when the broker did not take it."""
         raise NotImplementedError(".publish() must be overridden.")
 
+    def publish_many(self, messages) -> dict:
+        """Hand over several messages; return ``{message id: exception}`` for
+        each the broker did not take. Every other one is held by the broker."""
+        refused = {}
+        for message in messages:
+            try:
+                self.publish(message)
+            except Exception as exc:  # any failure is that message's failed attempt
+                refused[message.id] = exc
+        return refused
+
     def __enter__(self):
         self.open()
         return self
@@ -63,9 +77,13 @@ class KombuPublisher(BasePublisher):
 
     "Published" means a queue holds the message. On RabbitMQ every publish is
     confirmed and ``mandatory``: a message no queue is bound for comes back
-    (basic.return) and the publish raises. On Redis, where kombu drops such a
-    message without a word, the publish raises when no queue is bound for its
-    routing key.
+    (basic.return) and fails. On Redis, where kombu drops such a message
+    without a word, a message fails when no queue is bound for its routing key.
+
+    A batch (``publish_many``) goes out at once: on RabbitMQ every message is
+    sent, then the confirms and returns of all of them are awaited together
+    (at most ``confirm_timeout`` seconds); on Redis the bindings are read
+    once and the pushes go in one pipeline, routed by kombu as one by one.
 
     The queues in ``declare`` (``kombu.Queue`` objects) are declared and bound
     before the first publish. Without them, the default queue is declared:
@@ -82,6 +100,7 @@ class KombuPublisher(BasePublisher):
         exchange: str = "outbox",
         exchange_type: str = "topic",
         confirm_publish: bool = True,
+        confirm_timeout: float = 30,
         transport_options: dict | None = None,
         connect_timeout: float = 5,
         declare: tuple = (),
@@ -91,6 +110,7 @@ class KombuPublisher(BasePublisher):
         self.exchange_name = exchange
         self.exchange_type = exchange_type
         self.confirm_publish = confirm_publish
+        self.confirm_timeout = confirm_timeout
         self.transport_options = transport_options or {}
         self.connect_timeout = connect_timeout
         self.declare = tuple(declare)
@@ -99,6 +119,9 @@ class KombuPublisher(BasePublisher):
         self.connection: Any = None
         self.producer: Any = None
         self._down_until = 0.0
+        # The delivery tag of the last publish on the producer's channel: in
+        # confirm mode RabbitMQ numbers a channel's publishes 1, 2, 3...
+        self._delivery_tag = 0
         # Message id -> why the broker returned it; see _on_return().
         self._returned: dict[str, Exception] = {}
 
@@ -129,10 +152,13 @@ class KombuPublisher(BasePublisher):
 
     def open(self):
         options = dict(self.transport_options)
-        if self.is_amqp():
-            # The broker acks each publish, so "published" means it has it.
-            options.setdefault("confirm_publish", self.confirm_publish)
+        # Confirms are ours to select and await (see _Confirms): py-amqp's own
+        # would wait for each message before sending the next.
+        options.pop("confirm_publish", None)
         self.exchange = self.get_exchange()
+        # A producer of an earlier connection would publish where this one
+        # never hears the confirms.
+        self.producer = None
         self.connection = Connection(
             self.get_url(),
             transport_options=options,
@@ -159,13 +185,18 @@ class KombuPublisher(BasePublisher):
             except Exception:
                 self._down_until = time.monotonic() + 1.0
                 raise
-            self.producer = self.connection.Producer(
+            producer = self.connection.Producer(
                 serializer="json",
                 on_return=None if self._is_virtual() else self._on_return,
             )
-            self.exchange(self.producer.channel).declare()
+            self.exchange(producer.channel).declare()
             for queue in self.destinations():
-                queue(self.producer.channel).declare()
+                queue(producer.channel).declare()
+            if self._confirms():
+                # The broker acks each publish, so "published" means it has it.
+                producer.channel.confirm_select()
+                self._delivery_tag = 0
+            self.producer = producer
         return self.producer
 
     def _is_virtual(self) -> bool:
@@ -174,33 +205,49 @@ class KombuPublisher(BasePublisher):
         # dropped.
         return isinstance(self.connection.transport, virtual.Transport)
 
+    def _confirms(self) -> bool:
+        return self.confirm_publish and not self._is_virtual()
+
     def _on_return(self, exception, exchange, routing_key, message):
-        # py-amqp calls it while publish() waits for the confirm: RabbitMQ
+        # py-amqp calls it while the batch waits for its confirms: RabbitMQ
         # sends the basic.return of a mandatory message before its ack.
         # (Without confirms nothing waits and a return goes unseen: W001.)
         self._returned[message.properties.get("message_id")] = exception
 
     def publish(self, message):
-        try:
-            self._send(message)
-        except PublishError:
-            raise  # no queue took it; the connection itself is fine
-        except Exception as exc:
-            # The next publish reconnects rather than reuse a broken channel.
-            self._reset()
-            raise PublishError(f"Broker refused {message.id}: {exc}") from exc
+        if (refused := self.publish_many([message])) and message.id in refused:
+            raise refused[message.id]
 
-    def _send(self, message):
+    def publish_many(self, messages):
+        refused: dict = {}
+        try:
+            producer = self._producer()
+            if self._is_virtual():
+                self._publish_routed(producer, messages, refused)
+            else:
+                self._publish_confirmed(producer, messages, refused)
+        except PublishError as exc:
+            # No queue takes any of them; the connection itself is fine.
+            for message in messages:
+                refused.setdefault(message.id, exc)
+        except Exception as exc:
+            # Some may have reached a queue: failed all the same, so they go
+            # again (at least once). The next publish reconnects rather than
+            # reuse a broken channel.
+            self._reset()
+            for message in messages:
+                error = PublishError(f"Broker refused {message.id}: {exc}")
+                error.__cause__ = exc
+                refused.setdefault(message.id, error)
+        return refused
+
+    def _send(self, producer, message):
         body, headers = envelope(message)
-        message_id = str(message.id)
-        producer = self._producer()
-        if self._is_virtual():
-            self._require_binding(producer.channel, message.aggregatetype)
         producer.publish(
             body,
             exchange=self.exchange,
             routing_key=message.aggregatetype,
-            message_id=message_id,
+            message_id=str(message.id),
             headers=headers,
             delivery_mode=2,
             # So RabbitMQ returns a message no queue is bound for instead of
@@ -208,36 +255,78 @@ class KombuPublisher(BasePublisher):
             mandatory=True,
             retry=False,
         )
-        returned = self._returned.pop(message_id, None)
-        if returned is not None:
-            raise PublishError(
-                f"No queue is bound to exchange {self.exchange_name!r} for "
-                f"routing key {message.aggregatetype!r}: the broker returned "
-                f"the message ({returned})."
-            )
 
-    def _require_binding(self, channel, routing_key):
-        """Refuse what kombu's virtual transport (Redis) would drop silently:
-        a message no queue is bound for."""
+    def _publish_confirmed(self, producer, messages, refused):
+        """RabbitMQ: send every message, then await all their confirms."""
+        sent = {}
+        # Listening from the first publish: py-amqp may read acks while it
+        # sends the next message.
+        with _Confirms(producer.channel) as confirms:
+            for message in messages:
+                self._send(producer, message)
+                self._delivery_tag += 1
+                sent[self._delivery_tag] = message
+                confirms.unconfirmed.add(self._delivery_tag)
+            if self._confirms():
+                confirms.wait(self.connection, self.confirm_timeout)
+                for tag in confirms.nacked:
+                    refused[sent[tag].id] = PublishError(
+                        f"The broker nacked {sent[tag].id}: it did not take it."
+                    )
+        for message in messages:
+            returned = self._returned.pop(str(message.id), None)
+            if returned is not None:
+                refused[message.id] = PublishError(
+                    f"No queue is bound to exchange {self.exchange_name!r} for "
+                    f"routing key {message.aggregatetype!r}: the broker returned "
+                    f"the message ({returned})."
+                )
+
+    def _publish_routed(self, producer, messages, refused):
+        """Redis: check each routing key against one read of the bindings,
+        then push what is bound in one pipeline."""
+        channel = producer.channel
         exchange_type = channel.typeof(self.exchange_name)
-        redis = self.connection.transport.driver_type == "redis"
-        if exchange_type.type == "fanout" and redis:
+        if exchange_type.type == "fanout" and self._is_redis():
             # kombu fans out on Redis with PUBLISH: listening consumers get the
             # message, and no queue keeps it for the others.
             raise PublishError(
                 f"Exchange {self.exchange_name!r} is a fanout exchange on Redis: "
                 "no queue would hold the message. Use a topic exchange."
             )
-        # The lookup kombu's delivery makes; the bindings live in the broker
-        # (a Redis set), so they include those other processes declared. A
-        # queue deleted between this check and the put loses the message, as
-        # it would lose it a moment later with the rest of its contents.
+        # The bindings live in the broker (a Redis set), so they include those
+        # other processes declared. A queue deleted between this read and the
+        # pipeline loses its messages, as it would lose them a moment later
+        # with the rest of its contents.
         table = channel.get_table(self.exchange_name)
-        if not exchange_type.lookup(table, self.exchange_name, routing_key, None):
-            raise PublishError(
-                f"No queue is bound to exchange {self.exchange_name!r} for "
-                f"routing key {routing_key!r}: the broker would drop the message."
-            )
+        bound = {}
+        routed = []
+        for message in messages:
+            key = message.aggregatetype
+            if key not in bound:
+                bound[key] = bool(
+                    exchange_type.lookup(table, self.exchange_name, key, None)
+                )
+            if bound[key]:
+                routed.append(message)
+            else:
+                refused[message.id] = PublishError(
+                    f"No queue is bound to exchange {self.exchange_name!r} for "
+                    f"routing key {key!r}: the broker would drop the message."
+                )
+        if not routed:
+            return
+        # kombu routes each message as publish() would, on the bindings just
+        # read, and its Redis batch (kombu 5.7+; before, a push per message)
+        # sends the pushes in one pipeline. A failed pipeline raises: delivery
+        # uncertain, every message fails.
+        batch = getattr(producer, "batch", contextlib.nullcontext)
+        with _bindings_read(channel, self.exchange_name, table), batch():
+            for message in routed:
+                self._send(producer, message)
+
+    def _is_redis(self) -> bool:
+        return self.connection.transport.driver_type == "redis"
 
     def _reset(self):
         if self.connection is not None:
@@ -245,6 +334,69 @@ class KombuPublisher(BasePublisher):
                 self.connection.release()
             self.open()
         self.producer = None
+        self._returned.clear()
+
+
+class _Confirms:
+    """The acks and nacks of a channel's publishes while a batch is sent and
+    awaited (RabbitMQ numbers a channel's publishes from 1)."""
+
+    def __init__(self, channel):
+        self.channel = channel
+        self.unconfirmed: set[int] = set()
+        self.nacked: set[int] = set()
+
+    def __enter__(self):
+        self.channel.events["basic_ack"].add(self._ack)
+        self.channel.events["basic_nack"].add(self._nack)
+        return self
+
+    def __exit__(self, *exc_info):
+        self.channel.events["basic_ack"].discard(self._ack)
+        self.channel.events["basic_nack"].discard(self._nack)
+
+    def wait(self, connection, timeout: float) -> None:
+        """Read from the broker until every publish is acked or nacked (their
+        basic.returns arrive on the way); raise after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while self.unconfirmed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(
+                    f"{len(self.unconfirmed)} publishes unconfirmed after {timeout} s"
+                )
+            connection.drain_events(timeout=remaining)
+
+    def _settle(self, tag, multiple) -> set[int]:
+        done = {t for t in self.unconfirmed if t <= tag} if multiple else {tag}
+        self.unconfirmed.difference_update(done)
+        return done
+
+    def _ack(self, tag, multiple):
+        self._settle(tag, multiple)
+
+    def _nack(self, tag, multiple):
+        self.nacked.update(self._settle(tag, multiple))
+
+
+@contextlib.contextmanager
+def _bindings_read(channel, exchange: str, table):
+    """Have kombu route to ``exchange`` on ``table`` for a while.
+
+    kombu's virtual channel reads the bindings again for every message it
+    routes (on Redis, a round trip each); the batch routes on the one read its
+    check was made on, so the check and the routing agree.
+    """
+    get_table = channel.get_table
+
+    def read(name):
+        return table if name == exchange else get_table(name)
+
+    channel.get_table = read
+    try:
+        yield
+    finally:
+        del channel.get_table  # the class's method again
 
 
 class CeleryTaskPublisher(BasePublisher):

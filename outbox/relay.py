@@ -6,9 +6,10 @@ network:
 1. claim: one short transaction picks due rows with ``FOR UPDATE SKIP LOCKED``
    (several relays never pick the same row), bumps ``attempts`` and sets a
    lease, and commits;
-2. publish, outside any transaction;
-3. write back, fenced on ``(id, attempts)``: a relay that outlived its lease
-   cannot overwrite the result of the newer claimant.
+2. publish the whole batch at once (``publish_many``: pipelined, each message
+   still verified), outside any transaction;
+3. write back in one statement, fenced on ``(id, attempts)``: a relay that
+   outlived its lease cannot overwrite the result of the newer claimant.
 
 A crash between 2 and 3 republishes after the lease: delivery is at least
 once, and consumers dedupe on the message id (the inbox).
@@ -17,11 +18,13 @@ once, and consumers dedupe on the message id (the inbox).
 import logging
 import random
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import connections, router, transaction
+from django.db import connections, models, router, transaction
+from django.db.models import Case, F, Q, Value, When
+from django.db.models.sql import UpdateQuery
 
 from idempotency.shared import clock
 from idempotency.shared.settings import as_timedelta
@@ -133,67 +136,120 @@ def _claim_sql(connection, now, lease_end, limit):
 
 
 def publish_batch(batch, publisher, *, using: str | None = None) -> DrainResult:
-    """Publish claimed messages and write each outcome back, fenced."""
-    published, failed = [], []
+    """Publish claimed messages at once, then write every outcome back in one
+    fenced statement."""
+    failed: dict = {}  # message id -> why its attempt failed
+    due = []
     for message in batch:
         if (
             message.attempts - message.requeued_at_attempt
             > outbox_settings.MAX_ATTEMPTS
         ):
             # Its leases kept lapsing (a relay crashing on it): stop here.
-            failed.append((message, "lease lapsed on every attempt"))
-            continue
-        try:
-            publisher.publish(message)
-        except Exception as exc:  # any failure is a failed attempt
-            logger.warning("Publishing %s failed", message.id, exc_info=True)
-            failed.append((message, f"{type(exc).__name__}: {exc}"))
+            failed[message.id] = "lease lapsed on every attempt"
         else:
-            published.append(message)
-    result = DrainResult(batches=1)
-    result.published = mark_published(published, using=using)
-    for message, error in failed:
-        outcome = mark_failed(message, error, using=using)
-        if outcome == State.DEAD:
-            result.dead += 1
-        elif outcome == State.PENDING:
-            result.failed += 1
-    return result
+            due.append(message)
+    try:
+        refused = publisher.publish_many(due) if due else {}
+    except Exception as exc:  # a publisher must not strand its batch
+        refused = dict.fromkeys((message.id for message in due), exc)
+    for message in due:
+        if (error := refused.get(message.id)) is not None:
+            logger.warning("Publishing %s failed", message.id, exc_info=error)
+            failed[message.id] = f"{type(error).__name__}: {error}"
+    outcomes = write_back(batch, failed, using=using)
+    return DrainResult(
+        published=outcomes[State.PUBLISHED],
+        failed=outcomes[State.PENDING],
+        dead=outcomes[State.DEAD],
+        batches=1,
+    )
+
+
+def write_back(messages, failed, *, using: str | None = None) -> Counter:
+    """Record the outcome of claimed ``messages`` in one statement: those in
+    ``failed`` (id -> error) back off or go dead, the others are published.
+
+    Return how many rows went to each state; a message a newer claim owns is
+    left alone and counted nowhere.
+    """
+    if not messages:
+        return Counter()
+    using = using or router.db_for_write(OutboxMessage)
+    now = clock.now()
+    dead, retry = [], {}
+    for message in messages:
+        if message.id in failed:
+            used = message.attempts - message.requeued_at_attempt
+            if used >= outbox_settings.MAX_ATTEMPTS:
+                dead.append(message.id)
+            else:
+                retry[message.id] = now + backoff(used)
+    state_cases = []
+    if dead:
+        state_cases.append(When(pk__in=dead, then=Value(State.DEAD)))
+    if failed:
+        state_cases.append(When(pk__in=list(failed), then=Value(State.PENDING)))
+    changes = {
+        "locked_until": None,
+        "state": Case(*state_cases, default=Value(State.PUBLISHED)),
+        "published_at": Case(
+            *([When(pk__in=list(failed), then=F("published_at"))] if failed else []),
+            default=_datetime(now),
+        ),
+        "available_at": Case(
+            *(When(pk=pk, then=_datetime(at)) for pk, at in retry.items()),
+            default=F("available_at"),
+        ),
+        "last_error": Case(
+            *(When(pk=pk, then=Value(error[:2000])) for pk, error in failed.items()),
+            default=Value(""),
+        ),
+    }
+    by_attempt = defaultdict(list)
+    for message in messages:
+        by_attempt[message.attempts].append(message.id)
+    # Fenced on attempts: a newer claimant bumped it, and its result wins.
+    fence = Q()
+    for attempts, ids in by_attempt.items():
+        fence |= Q(attempts=attempts, pk__in=ids)
+    rows = _update_returning(
+        OutboxMessage.objects.db_manager(using).filter(fence, state=State.PENDING),
+        changes,
+        "state",
+    )
+    return Counter(state for (state,) in rows)
+
+
+def _datetime(value):
+    return Value(value, output_field=models.DateTimeField())
+
+
+def _update_returning(queryset, changes, *columns):
+    """Run ``queryset.update(**changes)`` with ``RETURNING columns``: one
+    statement that also says which rows it changed (PostgreSQL and SQLite)."""
+    query = queryset.query.chain(UpdateQuery)
+    query.add_update_values(changes)
+    connection = connections[queryset.db]
+    update, params = query.get_compiler(queryset.db).as_sql()
+    if not update:
+        return []
+    returning = ", ".join(connection.ops.quote_name(column) for column in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(f"{update} RETURNING {returning}", params)
+        return cursor.fetchall()
 
 
 def mark_published(messages, *, using: str | None = None) -> int:
     """Mark messages published; a claim that lost its lease is left alone."""
-    manager = _manager(using)
-    by_attempt = defaultdict(list)
-    for message in messages:
-        by_attempt[message.attempts].append(message.pk)
-    now = clock.now()
-    count = 0
-    for attempts, ids in by_attempt.items():
-        # Fenced on attempts: a newer claimant bumped it, and its result wins.
-        count += manager.filter(
-            pk__in=ids, attempts=attempts, state=State.PENDING
-        ).update(
-            state=State.PUBLISHED, published_at=now, locked_until=None, last_error=""
-        )
-    return count
+    return write_back(messages, {}, using=using)[State.PUBLISHED]
 
 
 def mark_failed(message, error: str, *, using: str | None = None):
     """Back off (or bury) a failed message; return its new state, or None when
     a newer claim owns it."""
-    now = clock.now()
-    used = message.attempts - message.requeued_at_attempt
-    if used >= outbox_settings.MAX_ATTEMPTS:
-        changes = {"state": State.DEAD}
-    else:
-        changes = {"available_at": now + backoff(used)}
-    updated = (
-        _manager(using)
-        .filter(pk=message.pk, attempts=message.attempts, state=State.PENDING)
-        .update(locked_until=None, last_error=error[:2000], **changes)
-    )
-    return changes.get("state", State.PENDING) if updated else None
+    outcomes = write_back([message], {message.id: error}, using=using)
+    return next(iter(outcomes), None)
 
 
 def backoff(attempt: int) -> timedelta:
@@ -206,7 +262,3 @@ def backoff_ceiling(attempt: int) -> timedelta:
     cap = as_timedelta(outbox_settings.BACKOFF_MAX)
     # Capping the exponent first keeps 2**n small for a long-dead broker.
     return min(cap, base * 2 ** min(attempt - 1, 40))
-
-
-def _manager(using):
-    return OutboxMessage.objects.db_manager(using or router.db_for_write(OutboxMessage))

@@ -26,7 +26,7 @@ def outbox_queue():
 
 class StoppingPublisher(KombuPublisher):
     """A Kombu publisher that runs ``before_stop`` and stops the broker just
-    before publish number ``stop_at``."""
+    before publish number ``stop_at``, in the middle of a batch."""
 
     def __init__(self, broker, *, stop_at=None, before_stop=None):
         super().__init__(url=broker.url, declare=(outbox_queue(),), connect_timeout=1)
@@ -35,12 +35,16 @@ class StoppingPublisher(KombuPublisher):
         self.before_stop = before_stop
         self.calls = 0
 
-    def publish(self, message):
-        self.calls += 1
-        if self.calls == self.stop_at:
-            self.before_stop()
-            self.broker.stop()
-        super().publish(message)
+    def publish_many(self, messages):
+        first = self.calls + 1
+        self.calls += len(messages)
+        if self.stop_at is None or not first <= self.stop_at <= self.calls:
+            return super().publish_many(messages)
+        split = self.stop_at - first
+        refused = super().publish_many(messages[:split]) if split else {}
+        self.before_stop()
+        self.broker.stop()
+        return {**refused, **super().publish_many(messages[split:])}
 
 
 def consume(url):

@@ -4,6 +4,7 @@ import contextlib
 import uuid
 
 import pytest
+from amqp.exceptions import PreconditionFailed
 from celery import Celery
 from django.db import transaction
 from django.utils import timezone
@@ -217,6 +218,35 @@ class KombuContract(PublisherContract):
         [got] = self.receive(1)
         assert got["headers"]["aggregatetype"] == "order"
 
+    def test_a_batch_goes_out_at_once_and_a_queue_holds_each_in_order(self):
+        messages = [make_message(aggregateid=str(n)) for n in range(50)]
+        with self.make_publisher() as publisher:
+            assert publisher.publish_many(messages) == {}
+
+        got = self.receive(50)
+        assert [g["message_id"] for g in got] == [str(m.id) for m in messages]
+
+    def test_an_unroutable_message_fails_alone_inside_a_batch(self):
+        before, lost, after = make_message(), make_message(), make_message()
+        lost.aggregatetype = "invoice"  # only "order" is bound
+        with self.make_publisher() as publisher:
+            refused = publisher.publish_many([before, lost, after])
+            # The same publisher goes on: the connection itself is fine.
+            assert publisher.publish_many([make_message()]) == {}
+
+        assert list(refused) == [lost.id]
+        assert isinstance(refused[lost.id], PublishError)
+        assert "routing key 'invoice'" in str(refused[lost.id])
+        got = self.receive(3)
+        assert [g["message_id"] for g in got[:2]] == [str(before.id), str(after.id)]
+
+    def test_a_broken_broker_fails_the_whole_batch(self):
+        messages = [make_message(), make_message()]
+        with self.make_broken_publisher() as publisher:
+            refused = publisher.publish_many(messages)
+        assert set(refused) == {m.id for m in messages}
+        assert all(isinstance(e, PublishError) for e in refused.values())
+
 
 class TestKombuPublisherOnRedis(KombuContract):
     url = REDIS_URL
@@ -245,7 +275,9 @@ class TestKombuPublisherOnRabbitMQ(KombuContract):
     def test_publisher_confirms_are_on(self):
         with self.make_publisher() as publisher:
             publisher.publish(make_message())
-            assert publisher.connection.transport_options["confirm_publish"] is True
+            # RabbitMQ refuses transactions on a channel in confirm mode.
+            with pytest.raises(PreconditionFailed, match="confirm"):
+                publisher.producer.channel.tx_select()
         self.receive(1)
 
     def test_a_refused_publish_on_a_live_broker_raises(self):
@@ -327,6 +359,28 @@ class TestRecordedEventsAreHeldOrNotPublished:
         assert (row.state, row.attempts) == ("pending", 1)
         assert "order" in row.last_error
         assert "PublishError" in row.last_error
+
+    def test_in_one_batch_only_the_unroutable_events_are_marked_failed(self, url):
+        ids = self.record("invoice", "order", "invoice", "order", "invoice")
+        publisher = self.publisher(default_queue=False, declare=[self.invoices])
+
+        result = relay.drain(publisher=publisher)
+
+        assert (result.batches, result.published, result.failed) == (1, 3, 2)
+        held = read_queue(url, self.invoices, 3)
+        assert [m.properties["message_id"] for m in held] == ids[::2]
+        states = dict(OutboxMessage.objects.values_list("pk", "state"))
+        assert [states[uuid.UUID(pk)] for pk in ids] == [
+            "published",
+            "pending",
+            "published",
+            "pending",
+            "published",
+        ]
+        for failed in OutboxMessage.objects.filter(state="pending"):
+            assert "routing key 'order'" in failed.last_error
+            assert failed.published_at is None
+        assert not OutboxMessage.objects.filter(state="published", last_error__gt="")
 
     def test_an_unroutable_event_fails_and_a_routable_one_is_held(self, url):
         order, invoice = self.record("order", "invoice")

@@ -7,11 +7,12 @@ from datetime import timedelta
 
 import pytest
 from django.db import connections, transaction
-from django.test.utils import override_settings
+from django.test.utils import CaptureQueriesContext, override_settings
 from kombu import Connection, Exchange, Queue
 
 from outbox import relay, tasks
 from outbox.api import record
+from outbox.exceptions import PublishError
 from outbox.models import OutboxMessage
 from outbox.publishers import InMemoryPublisher
 from tests.conftest import run_concurrently
@@ -35,6 +36,34 @@ def test_drain_publishes_every_due_message_once_and_marks_it(sent, make_messages
     assert row.attempts == 1
     assert row.locked_until is None
     assert row.published_at is not None
+
+
+def test_a_batch_is_written_back_in_one_fenced_statement(clock, make_messages):
+    messages = make_messages(6)
+    failing = {m.id for m in messages[::3]}
+
+    class FailingSome(InMemoryPublisher):
+        def publish(self, message):
+            if message.id in failing:
+                raise PublishError(f"no room for {message.id}")
+            super().publish(message)
+
+    batch = relay.claim(10)
+    before = clock.now()
+    with CaptureQueriesContext(connections["default"]) as queries:
+        result = relay.publish_batch(batch, FailingSome())
+
+    assert [q["sql"].split()[0] for q in queries] == ["UPDATE"]
+    assert (result.published, result.failed, result.dead) == (4, 2, 0)
+    for row in OutboxMessage.objects.all():
+        if row.id in failing:
+            assert (row.state, row.published_at) == ("pending", None)
+            assert row.last_error == f"PublishError: no room for {row.id}"
+            assert before <= row.available_at <= clock.now() + timedelta(seconds=2)
+        else:
+            assert (row.state, row.last_error) == ("published", "")
+            assert before <= row.published_at <= clock.now()
+        assert row.locked_until is None
 
 
 def test_a_claim_leases_its_messages_until_the_lease_lapses(clock, make_messages):
