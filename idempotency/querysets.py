@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from django.db import connections, models
 
-from .shared.inserts import insert_or_update
+from .shared.inserts import InsertShape, insert_or_update, insert_shape
 
 if TYPE_CHECKING:  # the models import these querysets
     from .models import IdempotencyRecord  # noqa: F401 (named in QuerySet[...])
@@ -68,12 +68,12 @@ class _Statements:
     SQL again for every request.
     """
 
-    # The pending record's columns, in the INSERT's order.
-    fields: tuple
+    # The pending record's INSERT; its values are prepared per request.
+    insert: InsertShape
     # PostgreSQL: insert the key, or read its record, in one round trip.
     claim: str
     # Other backends: insert the key, then read the record if it was there.
-    insert: str
+    insert_or_nothing: str
     read: str
     lock: str
     complete: str
@@ -84,11 +84,8 @@ class _Statements:
 def _build_statements(model, connection) -> _Statements:
     opts = model._meta
     quote = connection.ops.quote_name
-    table = quote(opts.db_table)
-    pk = quote(opts.pk.column)
-    fields = tuple(field for field in opts.concrete_fields if not field.primary_key)
-    columns = ", ".join(quote(field.column) for field in fields)
-    placeholders = ", ".join(["%s"] * len(fields))
+    insert = insert_shape(model, connection)
+    table, pk = insert.table, insert.pk_column
     selected = ", ".join(quote(opts.get_field(name).column) for name in _ROW_FIELDS)
     by_key = f"WHERE {quote('scope')} = %s AND {quote('operation')} = %s AND " + (
         f"{quote('key')} = %s"
@@ -104,8 +101,8 @@ def _build_statements(model, connection) -> _Statements:
     claim = (
         "WITH guard AS (SELECT current_setting('lock_timeout') AS previous, "
         f"{_BOUND_LOCK_TIMEOUT} AS bounded), "
-        f"inserted AS (INSERT INTO {table} ({columns}) "
-        f"SELECT {placeholders} FROM guard "
+        f"inserted AS (INSERT INTO {table} ({insert.columns}) "
+        f"SELECT {insert.placeholders} FROM guard "
         f"ON CONFLICT DO NOTHING RETURNING {pk}) "
         f"SELECT TRUE, {pk}, {nulls}, {restore} FROM inserted "
         f"UNION ALL SELECT FALSE, {selected}, {restore} FROM {table} {by_key}"
@@ -120,12 +117,9 @@ def _build_statements(model, connection) -> _Statements:
     )
     lock = f"{read} FOR UPDATE" if connection.features.has_select_for_update else read
     return _Statements(
-        fields=fields,
+        insert=insert,
         claim=claim,
-        insert=(
-            f"INSERT INTO {table} ({columns}) VALUES ({placeholders}) "
-            f"ON CONFLICT DO NOTHING RETURNING {pk}"
-        ),
+        insert_or_nothing=f"{insert.sql} ON CONFLICT DO NOTHING RETURNING {pk}",
         read=read,
         lock=lock,
         complete=complete,
@@ -218,15 +212,7 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
             "created_at": now,
             "expires_at": expires_at,
         }
-        # Through each field as the ORM's INSERT does, defaults included; no
-        # field of the record computes its value on save (no auto_now).
-        params = [
-            field.get_db_prep_save(
-                values[field.name] if field.name in values else field.get_default(),
-                connection,
-            )
-            for field in statements.fields
-        ]
+        params = statements.insert.params(values, connection)
         with connection.cursor() as cursor:
             if connection.vendor == "postgresql":
                 cursor.execute(
@@ -239,7 +225,7 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
                 if row[0]:
                     return row[1], None
                 return None, _key_row(connection, converters, row[1:-1])
-            cursor.execute(statements.insert, params)
+            cursor.execute(statements.insert_or_nothing, params)
             row = cursor.fetchone()
             if row:
                 return row[0], None

@@ -4,12 +4,15 @@ from typing import TYPE_CHECKING
 
 from django.db import connections, models
 
+from idempotency.shared.inserts import insert_shape
+
 if TYPE_CHECKING:  # the models import these querysets
     from .models import InboxMessage  # noqa: F401 (named in QuerySet[...])
 
-# The claim statement per database vendor, and the field that prepares its
-# timestamp: built from _meta once, since receive() runs it for every delivery.
-_claims: dict[str, tuple[str, models.Field]] = {}
+# The claim statement by database alias: built once, since receive() runs it
+# for every delivery.
+_claims: dict[str, str] = {}
+_CLAIMED = ("subscriber", "message_id", "received_at", "duplicates")
 
 
 class InboxMessageQuerySet(models.QuerySet["InboxMessage"]):
@@ -39,39 +42,32 @@ class InboxMessageManager(_BaseManager):
         check-then-insert.
         """
         connection = connections[using]
-        sql, received_at = _claims.get(connection.vendor) or _claim(
-            self.model, connection
-        )
+        insert = insert_shape(self.model, connection, _CLAIMED)
+        sql = _claims.get(using) or _claim_sql(insert, connection)
+        values = {
+            "subscriber": subscriber,
+            "message_id": message_id,
+            "received_at": now,
+            "duplicates": 0,
+        }
         with connection.cursor() as cursor:
-            cursor.execute(
-                sql,
-                [
-                    subscriber,
-                    message_id,
-                    received_at.get_db_prep_save(now, connection),
-                ],
-            )
+            cursor.execute(sql, insert.params(values, connection))
             (duplicates,) = cursor.fetchone()
         # A new row starts at 0; a conflict has just raised it to 1 or more.
         return duplicates == 0
 
 
-def _claim(model, connection) -> tuple[str, models.Field]:
-    opts = model._meta
-    quote = connection.ops.quote_name
-    table = quote(opts.db_table)
-    columns = [
-        quote(opts.get_field(name).column)
-        for name in ("subscriber", "message_id", "received_at", "duplicates")
-    ]
-    unique = next(c for c in opts.constraints if c.name == "inbox_unique_message")
-    target = ", ".join(quote(opts.get_field(name).column) for name in unique.fields)
-    duplicates = columns[3]
-    sql = (
-        f"INSERT INTO {table} ({', '.join(columns)}) VALUES (%s, %s, %s, 0) "
-        f"ON CONFLICT ({target}) "
-        f"DO UPDATE SET {duplicates} = {table}.{duplicates} + 1 "
+def _claim_sql(insert, connection) -> str:
+    unique = next(
+        constraint
+        for constraint in insert.fields[0].model._meta.constraints
+        if constraint.name == "inbox_unique_message"
+    )
+    duplicates = connection.ops.quote_name(insert.fields[-1].column)
+    sql = _claims[connection.alias] = (
+        f"{insert.sql} "
+        f"ON CONFLICT ({insert.conflict_target(connection, unique.fields)}) "
+        f"DO UPDATE SET {duplicates} = {insert.table}.{duplicates} + 1 "
         f"RETURNING {duplicates}"
     )
-    claim = _claims[connection.vendor] = (sql, opts.get_field("received_at"))
-    return claim
+    return sql

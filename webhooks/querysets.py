@@ -4,18 +4,13 @@ from typing import TYPE_CHECKING
 
 from django.db import connections, models
 
-from idempotency.shared.inserts import insert_or_update, row_insert
+from idempotency.shared.inserts import insert_or_update, insert_shape
 from idempotency.shared.settings import as_timedelta
 
 from .conf import webhooks_settings
 
 if TYPE_CHECKING:  # the models import these querysets
     from .models import WebhookReceipt, WebhookRejection  # noqa: F401 (named in QuerySet[...])
-
-
-# The receipt INSERT by database alias (see _receipt_insert); the model's
-# columns never change in a running process.
-_receipt_inserts: dict[str, tuple[str, list]] = {}
 
 
 class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
@@ -75,39 +70,15 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
             "state": self.model.State.RECEIVED,
             "received_at": now,
         }
-        sql, fields = self._receipt_insert()
         connection = connections[self.db]
-        # Each value through its field, as the ORM's INSERT does (see
-        # row_insert); unset fields take their defaults.
-        params = [
-            field.get_db_prep_save(row.get(field.attname, default), connection)
-            for field, default in fields
-        ]
+        insert = insert_shape(self.model, connection)
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(
+                f"{insert.sql} ON CONFLICT DO NOTHING RETURNING {insert.pk_column}",
+                insert.params(row, connection),
+            )
             found = cursor.fetchone()
         return found[0] if found else None
-
-    def _receipt_insert(self):
-        """The receipt's ``INSERT … ON CONFLICT DO NOTHING RETURNING id`` and
-        its fields with their defaults, built once per database.
-
-        The intake runs it on every delivery: building it through a model
-        instance each time (``row_insert`` per call) costs more than the
-        signature check. The SQL comes from the same ``row_insert``.
-        """
-        try:
-            return _receipt_inserts[self.db]
-        except KeyError:
-            pass
-        fields = [f for f in self.model._meta.concrete_fields if not f.primary_key]
-        insert = row_insert(self, {f.name: f.get_default() for f in fields})
-        statement = (
-            f"{insert.sql} ON CONFLICT DO NOTHING RETURNING {insert.pk_column}",
-            [(field, field.get_default()) for field in fields],
-        )
-        _receipt_inserts[self.db] = statement
-        return statement
 
     def reopen_failed(self, pk) -> bool:
         """Turn a failed receipt back to received; True if this call did it.

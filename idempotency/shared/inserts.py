@@ -3,11 +3,10 @@
 The ORM has no "insert unless a unique constraint holds the row, and tell me
 which happened" in one statement (``bulk_create(ignore_conflicts=True)``
 returns no ids). Every dedup decision of the four apps is that statement:
-columns from the model's ``_meta``, values through each field's ``pre_save``
-and ``get_db_prep_save`` as the ORM's own INSERT does, and the conflict
-clause that PostgreSQL and SQLite (3.35+) share. The two hottest paths, the
-inbox's claim and the webhook intake, cache their statement per database
-instead of building it per call (``make bench`` measures why).
+columns from the model's ``_meta``, values through each field's
+``get_db_prep_save`` as the ORM's own INSERT does, and the conflict clause
+that PostgreSQL and SQLite (3.35+) share. Its column part is built here once
+per model and database; each app adds its conflict clause.
 """
 
 from dataclasses import dataclass
@@ -18,46 +17,75 @@ from django.db.models import QuerySet
 
 
 @dataclass(frozen=True)
-class RowInsert:
-    """One row's INSERT, in parts a caller can compose into a larger statement."""
+class InsertShape:
+    """A model's INSERT with its columns fixed, built once per database.
+
+    The hot paths (a keyed request's claim, the inbox's claim, the webhook
+    intake) only prepare values per call: compiling the statement again, or
+    building a model instance for it, costs more than running it.
+    """
 
     table: str
     columns: str
     placeholders: str
-    params: list
     pk_column: str
+    fields: tuple
 
     @property
     def sql(self) -> str:
         return f"INSERT INTO {self.table} ({self.columns}) VALUES ({self.placeholders})"
 
+    def conflict_target(self, connection, names) -> str:
+        quote = connection.ops.quote_name
+        opts = self.fields[0].model._meta
+        return ", ".join(quote(opts.get_field(name).column) for name in names)
 
-def row_insert(queryset: QuerySet, values: dict[str, Any]) -> RowInsert:
-    """The INSERT of one row of ``queryset.model`` with ``values`` and defaults.
+    def params(self, values: dict[str, Any], connection) -> list:
+        """Each value through its field as the ORM's INSERT does; a field
+        without a value takes its default (no field here computes its value
+        on save: ``insert_shape`` refuses those)."""
+        return [
+            field.get_db_prep_save(
+                values[field.name] if field.name in values else field.get_default(),
+                connection,
+            )
+            for field in self.fields
+        ]
 
-    Django builds the instance, so field defaults and ``auto_now_add`` apply;
-    an auto primary key is left to the database.
-    """
-    model = queryset.model
-    opts = model._meta
-    connection = connections[queryset.db]
-    instance = model(**values)
-    fields = [
-        field
-        for field in opts.concrete_fields
-        if not (field.primary_key and field.name not in values and field.db_returning)
-    ]
-    quote = connection.ops.quote_name
-    return RowInsert(
-        table=quote(opts.db_table),
-        columns=", ".join(quote(field.column) for field in fields),
-        placeholders=", ".join(["%s"] * len(fields)),
-        params=[
-            field.get_db_prep_save(field.pre_save(instance, True), connection)
-            for field in fields
-        ],
-        pk_column=quote(opts.pk.column),
-    )
+
+_shapes: dict = {}
+
+
+def insert_shape(
+    model, connection, names: tuple[str, ...] | None = None
+) -> InsertShape:
+    """The INSERT of ``names`` (default: every concrete field but the primary
+    key) of ``model`` on ``connection``'s database, built once."""
+    cache_key = (model, connection.alias, names)
+    shape = _shapes.get(cache_key)
+    if shape is None:
+        opts = model._meta
+        if names is None:
+            fields = tuple(f for f in opts.concrete_fields if not f.primary_key)
+        else:
+            fields = tuple(opts.get_field(name) for name in names)
+        for field in fields:
+            if getattr(field, "auto_now", False) or getattr(
+                field, "auto_now_add", False
+            ):
+                raise ValueError(
+                    f"{opts.label}.{field.name} computes its value on save, which "
+                    "a prepared INSERT skips; pass its value instead."
+                )
+        quote = connection.ops.quote_name
+        shape = _shapes[cache_key] = InsertShape(
+            table=quote(opts.db_table),
+            columns=", ".join(quote(field.column) for field in fields),
+            placeholders=", ".join(["%s"] * len(fields)),
+            pk_column=quote(opts.pk.column),
+            fields=fields,
+        )
+    return shape
 
 
 def insert_or_update(
@@ -74,12 +102,9 @@ def insert_or_update(
     the existing row through the table's name and the proposed one through
     ``excluded``, then an optional ``WHERE``; ``params`` fill its ``%s``.
     """
-    insert = row_insert(queryset, values)
     connection = connections[queryset.db]
-    fields = queryset.model._meta
-    target = ", ".join(
-        connection.ops.quote_name(fields.get_field(name).column) for name in unique
-    )
+    insert = insert_shape(queryset.model, connection)
+    target = insert.conflict_target(connection, unique)
     sql = f"{insert.sql} ON CONFLICT ({target}) DO UPDATE SET {update}"
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*insert.params, *params])
+        cursor.execute(sql, [*insert.params(values, connection), *params])
