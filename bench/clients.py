@@ -1,5 +1,6 @@
 """Concurrent clients for the throughput figures."""
 
+import http.client
 import threading
 import time
 
@@ -25,3 +26,18 @@ def seconds_for(shares, send) -> float:
     for thread in threads:
         thread.join()
     return time.perf_counter() - started
+
+
+def timed_post(port, path, body, headers, *, expect) -> int:
+    """Nanoseconds for one POST on a new connection (gunicorn's sync workers
+    close each); raise unless it answered ``expect``."""
+    started = time.perf_counter_ns()
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("POST", path, body, headers)
+    response = connection.getresponse()
+    response.read()
+    connection.close()
+    elapsed = time.perf_counter_ns() - started
+    if response.status != expect:
+        raise RuntimeError(f"{path} answered {response.status}")
+    return elapsed

@@ -10,7 +10,6 @@ kick) with and without the mixin.
 """
 
 import base64
-import http.client
 import os
 import time
 import uuid
@@ -192,17 +191,7 @@ def _over_http(port, authorization):
         headers = {"Content-Type": "application/json", "Authorization": authorization}
         if key:
             headers["Idempotency-Key"] = key
-        started = time.perf_counter_ns()
-        # gunicorn's sync workers close each connection after one request.
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        connection.request("POST", path, BODY, headers)
-        response = connection.getresponse()
-        response.read()
-        connection.close()
-        elapsed = time.perf_counter_ns() - started
-        if response.status != 201:
-            raise RuntimeError(f"{path} answered {response.status}")
-        return elapsed
+        return clients.timed_post(port, path, BODY, headers, expect=201)
 
     return send
 

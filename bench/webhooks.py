@@ -9,7 +9,6 @@ measured in interleaved order so drift hits all.
 
 import hashlib
 import hmac
-import http.client
 import json
 import os
 import subprocess
@@ -154,19 +153,8 @@ def _signed(n):
 
 
 def _post(port, path, body, headers):
-    """One request on a new connection (gunicorn's sync workers close each)."""
-    started = time.perf_counter_ns()
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    connection.request(
-        "POST", path, body, {"Content-Type": "application/json", **headers}
-    )
-    response = connection.getresponse()
-    response.read()
-    connection.close()
-    elapsed = time.perf_counter_ns() - started
-    if response.status != 202:
-        raise RuntimeError(f"{path} answered {response.status}")
-    return elapsed
+    headers = {"Content-Type": "application/json", **headers}
+    return clients.timed_post(port, path, body, headers, expect=202)
 
 
 def _burst(port, path, counter):
