@@ -20,6 +20,8 @@ from celery import Celery, current_app
 from kombu import Connection, Exchange, Queue
 from kombu.transport import virtual
 
+from idempotency.shared.settings import InvalidSetting, duration
+
 from .exceptions import OutboxConfigurationError, PublishError
 
 AMQP_SCHEMES = frozenset({"amqp", "amqps", "pyamqp"})
@@ -110,7 +112,14 @@ class KombuPublisher(BasePublisher):
         self.exchange_name = exchange
         self.exchange_type = exchange_type
         self.confirm_publish = confirm_publish
-        self.confirm_timeout = confirm_timeout
+        try:
+            # Refused here, in the running relay: 0 or NaN would fail or hang
+            # every batch instead of waiting for the broker's confirms.
+            self.confirm_timeout = duration(confirm_timeout).total_seconds()
+        except InvalidSetting as exc:
+            raise OutboxConfigurationError(
+                f"KombuPublisher confirm_timeout {exc} {exc.hint}".strip()
+            ) from None
         self.transport_options = transport_options or {}
         self.connect_timeout = connect_timeout
         self.declare = tuple(declare)

@@ -456,3 +456,9 @@ class TestCeleryTaskPublisher(PublisherContract):
             pytest.raises(OutboxConfigurationError, match=r"order\.shipped"),
         ):
             publisher.publish(make_message(type="order.shipped"))
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), "30"])
+def test_a_confirm_timeout_that_cannot_wait_for_the_broker_is_refused(timeout):
+    with pytest.raises(OutboxConfigurationError, match="confirm_timeout"):
+        KombuPublisher(url=AMQP_URL, confirm_timeout=timeout)
