@@ -224,7 +224,8 @@ class KombuPublisher(BasePublisher):
         self._returned[message.properties.get("message_id")] = exception
 
     def publish(self, message):
-        if (refused := self.publish_many([message])) and message.id in refused:
+        refused = self.publish_many([message])
+        if message.id in refused:
             raise refused[message.id]
 
     def publish_many(self, messages):
