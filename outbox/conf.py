@@ -56,8 +56,8 @@ outbox_settings = AppSettings(
         "TIME_BUDGET": Option(timedelta(seconds=30), duration, "outbox.E004"),
         # Send the relay task after each transaction that recorded an event.
         "KICK_ON_COMMIT": Option(True, boolean, "outbox.E007"),
-        # A process sends at most one kick at once per interval; a commit
-        # inside it shares one kick at its end (outbox.kicks).
+        # A process starts its relay runs at least this far apart (outbox.kicks);
+        # an event waits at most this long for its kick.
         "KICK_INTERVAL": Option(timedelta(milliseconds=100), duration, "outbox.E004"),
         # How long published rows are kept (unpublished ones never expire).
         "RETENTION": Option(timedelta(days=7), duration, "outbox.E004"),

@@ -1,4 +1,4 @@
-"""Relay kicks: one per transaction, at most two per interval per process,
+"""Relay kicks: one per transaction, runs at least an interval apart per process,
 and never one that starts before the commit it answers."""
 
 import pytest

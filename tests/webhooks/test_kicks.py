@@ -1,9 +1,11 @@
 """The drain kick: coalesced per process, moved by a fake clock, never slept."""
 
+import logging
 from datetime import timedelta
 
 import pytest
 
+from idempotency.shared.kicks import Kicker
 from webhooks import kicks
 from webhooks.conf import webhooks_settings
 
@@ -33,7 +35,13 @@ def kicker(clock, sent, webhook_sources):
         **webhook_sources.WEBHOOKS,
         "KICK_INTERVAL": timedelta(milliseconds=250),
     }
-    return kicks.DrainKicker(monotonic=clock, send=sent.append)
+    return Kicker(
+        sent.append,
+        lambda: webhooks_settings.KICK_INTERVAL,
+        logging.getLogger("webhooks"),
+        "the webhook drain",
+        monotonic=clock,
+    )
 
 
 def test_the_first_receipt_kicks_at_once(kicker, sent):
@@ -54,7 +62,7 @@ def test_receipts_after_a_kick_share_one_trailing_kick_an_interval_later(
 
 def test_a_busy_process_starts_one_drain_per_interval(kicker, clock, sent):
     starts = []
-    kicker._send_task = lambda countdown: starts.append(clock.now + countdown)
+    kicker.send = lambda countdown: starts.append(clock.now + countdown)
     for _ in range(1000):  # 1000 receipts over one second
         kicker.kick()
         clock.now += 0.001
@@ -64,7 +72,7 @@ def test_a_busy_process_starts_one_drain_per_interval(kicker, clock, sent):
 
 def test_every_receipt_has_a_kick_that_starts_after_it(kicker, clock, sent):
     starts = []
-    kicker._send_task = lambda countdown: starts.append(clock.now + countdown)
+    kicker.send = lambda countdown: starts.append(clock.now + countdown)
     for step in [0.0, 0.1, 0.1, 0.01, 0.3, 0.0, 0.249, 0.002, 1.0]:
         clock.now += step
         kicker.kick()
@@ -84,9 +92,9 @@ def test_a_failed_send_is_not_trusted_the_next_receipt_kicks_again(kicker, clock
     def broker_down(countdown):
         raise ConnectionError("broker down")
 
-    kicker._send_task = broker_down
+    kicker.send = broker_down
     kicker.kick()
-    kicker._send_task = sent.append
+    kicker.send = sent.append
     clock.now += 0.001
     kicker.kick()
 
@@ -103,7 +111,7 @@ def test_the_interval_is_the_setting(kicker, clock, sent, webhook_sources):
 
 def test_a_settings_change_forgets_the_drains_sent(webhook_sources, monkeypatch):
     sent = []
-    monkeypatch.setattr(kicks.drain_kicker, "_send_task", sent.append)
+    monkeypatch.setattr(kicks.drain_kicker, "send", sent.append)
     kicks.enqueue(1)
     kicks.enqueue(2)
     webhook_sources.WEBHOOKS = {**webhook_sources.WEBHOOKS, "KICK_INTERVAL": 60}
