@@ -11,7 +11,7 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -56,7 +56,8 @@ class Policy:
     # Seconds or a timedelta; __post_init__ leaves a validated timedelta.
     ttl: float | timedelta | None = None
     allow_anonymous: bool = False
-    exclude_fields: tuple = ()
+    # Field names or dotted paths; __post_init__ leaves a validated tuple.
+    exclude_fields: Iterable[str] = ()
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -67,6 +68,26 @@ class Policy:
         # Frozen: set the validated timedelta the way dataclasses do.
         ttl = view_ttl(self.ttl, f"The ttl of {self.operation!r}")
         object.__setattr__(self, "ttl", ttl)
+        fields = validated_exclude_fields(
+            self.exclude_fields, f"The exclude_fields of {self.operation!r}"
+        )
+        object.__setattr__(self, "exclude_fields", fields)
+
+
+def validated_exclude_fields(value, name: str) -> tuple[str, ...]:
+    """Validate the fields a view leaves out of the fingerprint (``name``
+    names its setting). A bare string would be read one character at a time,
+    leaving out fields nobody meant to."""
+    try:
+        fields = None if isinstance(value, str | bytes) else tuple(value)
+    except TypeError:  # not iterable
+        fields = None
+    if fields is None or not all(isinstance(f, str) and f for f in fields):
+        raise IdempotencyConfigurationError(
+            f"{name} must be a list of field names, not {value!r} "
+            '(write ["sku"], not "sku").'
+        )
+    return fields
 
 
 def view_ttl(value, name: str) -> timedelta | None:

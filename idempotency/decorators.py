@@ -45,7 +45,7 @@ def idempotent(
             mode=mode,
             ttl=ttl,
             allow_anonymous=allow_anonymous,
-            exclude_fields=tuple(exclude_fields),
+            exclude_fields=exclude_fields,
         )
 
         @wraps(view_func)

@@ -73,7 +73,10 @@ class IdempotencyMixin(_ViewBase):
                 self.idempotency_ttl, f"{type(self).__qualname__}.idempotency_ttl"
             ),
             allow_anonymous=self.idempotency_allow_anonymous,
-            exclude_fields=tuple(self.idempotency_exclude_fields),
+            exclude_fields=claims.validated_exclude_fields(
+                self.idempotency_exclude_fields,
+                f"{type(self).__qualname__}.idempotency_exclude_fields",
+            ),
         )
 
     def initial(self, request, *args, **kwargs):

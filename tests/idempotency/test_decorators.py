@@ -118,6 +118,24 @@ def test_mixin_with_a_ttl_that_would_switch_the_guarantee_off_names_the_class(
     assert Widget.objects.count() == 0
 
 
+@pytest.mark.parametrize("fields", ["sku", b"sku", [""], ["sku", 1], 5])
+def test_exclude_fields_that_are_not_a_list_of_names_are_refused(fields):
+    # A bare "sku" would leave out the fields "s", "k" and "u".
+    with pytest.raises(IdempotencyConfigurationError, match="list of field names"):
+        idempotent("op", exclude_fields=fields)(lambda request: None)
+
+
+def test_mixin_with_exclude_fields_as_a_string_is_refused_before_the_view_runs(
+    api, monkeypatch
+):
+    from tests.testapp import views
+
+    monkeypatch.setattr(views.WidgetViewSet, "idempotency_exclude_fields", "name")
+    with pytest.raises(IdempotencyConfigurationError, match="WidgetViewSet"):
+        api.post("/t/widgets/", {"name": "a"}, key="k")
+    assert Widget.objects.count() == 0
+
+
 def test_mixin_with_unknown_mode_names_the_class(api, monkeypatch):
     from tests.testapp import views
 
