@@ -7,7 +7,7 @@ from django.core.exceptions import ImproperlyConfigured
 from idempotency.shared.checks import base_app_installed, celery_broker_configured
 
 from .conf import CELERY, DEBEZIUM, outbox_settings
-from .publishers import KombuPublisher
+from .publishers import CeleryTaskPublisher, KombuPublisher
 from .relay import make_publisher
 
 RELAY_TASK = "outbox.relay"
@@ -38,7 +38,7 @@ def check_publisher(app_configs=None, **kwargs):
         return []  # reported by check_settings
     try:
         publisher = merged["PUBLISHER"](**merged["PUBLISHER_OPTIONS"])
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, ImproperlyConfigured) as exc:
         return [
             Error(
                 "OUTBOX['PUBLISHER_OPTIONS'] do not fit the publisher.",
@@ -46,18 +46,20 @@ def check_publisher(app_configs=None, **kwargs):
                 id="outbox.E005",
             )
         ]
-    if (
-        merged["RELAY"] != DEBEZIUM
-        and isinstance(publisher, KombuPublisher)
-        and not publisher.confirm_publish
-        and publisher.is_amqp()
-    ):
+    unknown = (
+        publisher.unregistered_tasks()
+        if merged["RELAY"] != DEBEZIUM and isinstance(publisher, CeleryTaskPublisher)
+        else []
+    )
+    if unknown:
         return [
-            Warning(
-                "The outbox publishes to RabbitMQ without publisher confirms.",
-                hint="A lost publish would count as published; set "
-                "PUBLISHER_OPTIONS['confirm_publish'] = True.",
-                id="outbox.W001",
+            Error(
+                "The CeleryTaskPublisher names tasks this Celery app does "
+                f"not know: {', '.join(unknown)}.",
+                hint="A worker would discard their messages. Correct the "
+                "names, or pass remote_tasks=True if another codebase's "
+                "workers define them.",
+                id="outbox.E009",
             )
         ]
     return []

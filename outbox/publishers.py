@@ -111,7 +111,14 @@ class KombuPublisher(BasePublisher):
         self.url = url
         self.exchange_name = exchange
         self.exchange_type = exchange_type
-        self.confirm_publish = confirm_publish
+        if confirm_publish is not True:
+            # Without confirms a publish RabbitMQ never took, or returned
+            # unroutable, would count as published.
+            raise OutboxConfigurationError(
+                "KombuPublisher confirm_publish cannot be turned off: "
+                '"published" means the broker confirmed that a queue holds '
+                "the message. Remove the option."
+            )
         try:
             # Refused here, in the running relay: 0 or NaN would fail or hang
             # every batch instead of waiting for the broker's confirms.
@@ -201,7 +208,7 @@ class KombuPublisher(BasePublisher):
             self.exchange(producer.channel).declare()
             for queue in self.destinations():
                 queue(producer.channel).declare()
-            if self._confirms():
+            if not self._is_virtual():
                 # The broker acks each publish, so "published" means it has it.
                 producer.channel.confirm_select()
                 self._delivery_tag = 0
@@ -214,13 +221,9 @@ class KombuPublisher(BasePublisher):
         # dropped.
         return isinstance(self.connection.transport, virtual.Transport)
 
-    def _confirms(self) -> bool:
-        return self.confirm_publish and not self._is_virtual()
-
     def _on_return(self, exception, exchange, routing_key, message):
         # py-amqp calls it while the batch waits for its confirms: RabbitMQ
         # sends the basic.return of a mandatory message before its ack.
-        # (Without confirms nothing waits and a return goes unseen: W001.)
         self._returned[message.properties.get("message_id")] = exception
 
     def publish(self, message):
@@ -277,12 +280,11 @@ class KombuPublisher(BasePublisher):
                 self._delivery_tag += 1
                 sent[self._delivery_tag] = message
                 confirms.unconfirmed.add(self._delivery_tag)
-            if self._confirms():
-                confirms.wait(self.connection, self.confirm_timeout)
-                for tag in confirms.nacked:
-                    refused[sent[tag].id] = PublishError(
-                        f"The broker nacked {sent[tag].id}: it did not take it."
-                    )
+            confirms.wait(self.connection, self.confirm_timeout)
+            for tag in confirms.nacked:
+                refused[sent[tag].id] = PublishError(
+                    f"The broker nacked {sent[tag].id}: it did not take it."
+                )
         for message in messages:
             returned = self._returned.pop(str(message.id), None)
             if returned is not None:
@@ -414,7 +416,10 @@ class CeleryTaskPublisher(BasePublisher):
 
     The task gets keyword arguments ``event_type``, ``aggregate_type``,
     ``aggregate_id``, ``payload`` and ``headers``; its task id is the outbox id.
-    An event type without a task is a failed attempt, never a silent drop.
+    An event type without a task is a failed attempt, never a silent drop;
+    so is a task name this process's Celery app does not know, which a worker
+    would discard ("Received unregistered task"). When the tasks live in
+    another codebase's workers, say so with ``remote_tasks=True``.
 
     Celery declares the queue it sends to (``queue``, else its default queue;
     a name it does not know is created, unless ``task_create_missing_queues``
@@ -432,11 +437,13 @@ class CeleryTaskPublisher(BasePublisher):
         queue: str | None = None,
         broker_url: str | None = None,
         app=None,
+        remote_tasks: bool = False,
     ):
         self.tasks = dict(tasks or {})
         self.queue = queue
         self.broker_url = broker_url
         self.app = app
+        self.remote_tasks = remote_tasks
         # kombu's Connection, made by open().
         self.connection: Any = None
 
@@ -446,7 +453,11 @@ class CeleryTaskPublisher(BasePublisher):
 
     def open(self):
         app = self.get_app()
-        self.connection = app.connection_for_write(self.broker_url)
+        # On RabbitMQ, wait for the broker's ack of each task whatever the
+        # project's broker_transport_options say (Redis ignores the option).
+        self.connection = app.connection_for_write(
+            self.broker_url, transport_options={"confirm_publish": True}
+        )
         self.producer = app.amqp.Producer(self.connection)
 
     def close(self):
@@ -454,14 +465,39 @@ class CeleryTaskPublisher(BasePublisher):
             self.connection.release()
         self.connection = None
 
-    def publish(self, message):
+    def unregistered_tasks(self) -> list[str]:
+        """The task names in ``tasks`` no worker of this codebase would run."""
+        if self.remote_tasks:
+            return []
+        app = self.get_app()
+        if any(name not in app.tasks for name in self.tasks.values()):
+            # Outside a worker the task modules may not be imported yet:
+            # import them as a worker does (each Django app's tasks module,
+            # then the ``imports`` setting's), without its startup signal.
+            app.autodiscover_tasks(force=True)
+            for module in app.loader.default_modules:
+                app.loader.import_task_module(module)
+        return [name for name in self.tasks.values() if name not in app.tasks]
+
+    def task_for(self, event_type: str) -> str:
         try:
-            name = self.tasks[message.type]
+            name = self.tasks[event_type]
         except KeyError:
             raise OutboxConfigurationError(
-                f"No task for event type {message.type!r} in the "
+                f"No task for event type {event_type!r} in the "
                 "CeleryTaskPublisher's 'tasks'."
             ) from None
+        if name in self.unregistered_tasks():
+            raise OutboxConfigurationError(
+                f"Task {name!r} (for event type {event_type!r}) is not "
+                "registered in this Celery app: a worker would discard the "
+                "message. Correct the name, or pass remote_tasks=True if "
+                "another codebase's workers define it."
+            )
+        return name
+
+    def publish(self, message):
+        name = self.task_for(message.type)
         payload, headers = envelope(message)
         try:
             # No retry loop here either: the relay's backoff is the policy.

@@ -30,6 +30,7 @@ from idempotency.shared import clock
 from idempotency.shared.settings import as_timedelta
 
 from .conf import DEBEZIUM, outbox_settings
+from .exceptions import OutboxConfigurationError
 from .models import OutboxMessage
 
 State = OutboxMessage.State
@@ -79,7 +80,13 @@ def drain(
 
 
 def make_publisher():
-    return outbox_settings.PUBLISHER(**outbox_settings.PUBLISHER_OPTIONS)
+    publisher = outbox_settings.PUBLISHER
+    try:
+        return publisher(**outbox_settings.PUBLISHER_OPTIONS)
+    except TypeError as exc:  # a misspelled or missing option
+        raise OutboxConfigurationError(
+            f"OUTBOX['PUBLISHER_OPTIONS'] do not fit {publisher.__qualname__}: {exc}"
+        ) from exc
 
 
 def claim(limit: int, *, using: str | None = None) -> list[OutboxMessage]:

@@ -87,26 +87,44 @@ def test_every_bad_value_is_reported_and_the_relay_refuses_to_run():
             relay.drain()
 
 
+@override_settings(OUTBOX={"PUBLISHER_OPTIONS": {"task": {}}})
+def test_a_misspelled_publisher_option_stops_the_relay_with_a_readable_error():
+    from outbox import relay
+    from outbox.exceptions import OutboxConfigurationError
+
+    with pytest.raises(OutboxConfigurationError, match=r"PUBLISHER_OPTIONS.*'task'"):
+        relay.drain()
+
+
 @override_settings(OUTBOX=["RELAY"])
 def test_a_list_instead_of_a_dict_is_reported_not_a_crash():
     assert ids(all_checks()) == ["outbox.E001"]
 
 
-def test_w001_rabbitmq_without_publisher_confirms():
-    options = {"url": "amqp://guest:guest@127.0.0.1:5672//"}
+def test_e005_rabbitmq_without_publisher_confirms_is_refused():
     publisher = "outbox.publishers.KombuPublisher"
+    options = {"url": "amqp://guest:guest@127.0.0.1:5672//", "confirm_publish": False}
     with override_settings(
         OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}
     ):
-        assert ids(checks.check_publisher()) == []
-    options = {**options, "confirm_publish": False}
-    with override_settings(
-        OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}
-    ):
-        assert ids(checks.check_publisher()) == ["outbox.W001"]
-    redis = {"url": "redis://127.0.0.1:6379/11", "confirm_publish": False}
-    with override_settings(OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": redis}):
-        assert ids(checks.check_publisher()) == []  # Redis has no confirms
+        assert ids(checks.check_publisher()) == ["outbox.E005"]
+        assert "confirm_publish" in checks.check_publisher()[0].hint
+
+
+def test_e009_a_task_name_no_worker_of_this_app_runs():
+    publisher = "outbox.publishers.CeleryTaskPublisher"
+    typo = {"tasks": {"order.created": "shop.reserve_stok"}}
+    with override_settings(OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": typo}):
+        [error] = checks.check_publisher()
+        assert error.id == "outbox.E009"
+        assert "shop.reserve_stok" in error.msg
+    known = {"tasks": {"order.created": "shop.reserve_stock"}}
+    remote = {**typo, "remote_tasks": True}
+    for options in (known, remote):
+        with override_settings(
+            OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}
+        ):
+            assert checks.check_publisher() == []
 
 
 @pytest.mark.parametrize(

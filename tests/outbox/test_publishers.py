@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 from amqp.exceptions import PreconditionFailed
-from celery import Celery
+from celery import Celery, shared_task
 from django.db import transaction
 from django.utils import timezone
 from kombu import Connection, Exchange, Queue
@@ -397,6 +397,11 @@ class TestRecordedEventsAreHeldOrNotPublished:
         assert OutboxMessage.objects.get(pk=invoice).state == "published"
 
 
+@shared_task(name="outbox_tests.on_order_created")
+def on_order_created(**event):
+    """The task the CeleryTaskPublisher tests name (a worker would run it)."""
+
+
 class TestCeleryTaskPublisher(PublisherContract):
     task_name = "outbox_tests.on_order_created"
 
@@ -450,6 +455,35 @@ class TestCeleryTaskPublisher(PublisherContract):
         ):
             publisher.publish(make_message())
 
+    def test_a_task_no_worker_knows_fails_instead_of_being_discarded(self):
+        publisher = self.make_publisher()
+        publisher.tasks = {"order.created": "outbox_tests.on_order_creatd"}
+        with (
+            publisher,
+            pytest.raises(OutboxConfigurationError, match="not registered"),
+        ):
+            publisher.publish(make_message())
+        with Connection(REDIS_URL) as conn:
+            assert self.queue(conn.channel()).queue_declare().message_count == 0
+
+    def test_tasks_of_another_codebase_are_sent_when_declared_remote(self):
+        publisher = CeleryTaskPublisher(
+            tasks={"order.created": "billing.on_order_created"},
+            queue=self.queue.name,
+            broker_url=REDIS_URL,
+            remote_tasks=True,
+        )
+        with publisher:
+            publisher.publish(make_message())
+        [sent] = read_queue(REDIS_URL, self.queue, 1)
+        assert sent.headers["task"] == "billing.on_order_created"
+
+    def test_on_rabbitmq_each_task_waits_for_the_brokers_ack(self):
+        app = Celery(set_as_current=False)
+        app.conf.broker_transport_options = {"confirm_publish": False}
+        with self.make_publisher(AMQP_URL, app=app) as publisher:
+            assert publisher.connection.transport_options["confirm_publish"] is True
+
     def test_an_event_type_without_a_task_fails_loudly(self):
         with (
             self.make_publisher() as publisher,
@@ -462,3 +496,25 @@ class TestCeleryTaskPublisher(PublisherContract):
 def test_a_confirm_timeout_that_cannot_wait_for_the_broker_is_refused(timeout):
     with pytest.raises(OutboxConfigurationError, match="confirm_timeout"):
         KombuPublisher(url=AMQP_URL, confirm_timeout=timeout)
+
+
+@pytest.mark.parametrize("confirm", [False, 0, None])
+def test_publisher_confirms_cannot_be_turned_off(confirm):
+    with pytest.raises(OutboxConfigurationError, match="confirm_publish"):
+        KombuPublisher(url=AMQP_URL, confirm_publish=confirm)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_event_for_a_misspelled_task_stays_pending_instead_of_being_lost():
+    with transaction.atomic():
+        record("order", 1, "order.created", {"sku": "BOOK-1"})
+    publisher = CeleryTaskPublisher(
+        tasks={"order.created": "shop.reserve_stok"}, broker_url=REDIS_URL
+    )
+
+    result = relay.drain(publisher=publisher)
+
+    assert (result.published, result.failed) == (0, 1)
+    message = OutboxMessage.objects.get()
+    assert message.state == "pending"
+    assert "'shop.reserve_stok'" in message.last_error
