@@ -2,7 +2,10 @@
 
 from datetime import timedelta
 
-from idempotency.shared.settings import AppSettings, Option, duration
+from celery import current_app
+from django.core.exceptions import ImproperlyConfigured
+
+from idempotency.shared.settings import AppSettings, Option, duration, seconds
 
 inbox_settings = AppSettings(
     "INBOX",
@@ -16,3 +19,34 @@ inbox_settings = AppSettings(
     },
     shape_id="inbox.E001",
 )
+
+
+def redelivery_horizon(configured: timedelta) -> timedelta:
+    """The later of REDELIVERY_HORIZON and the broker's visibility timeout
+    (Redis and SQS redeliver an unacked message after it)."""
+    options = current_app.conf.broker_transport_options or {}
+    timeout = options.get("visibility_timeout") or 0
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        return configured  # not ours to validate; kombu reports it
+    return max(configured, timedelta(seconds=timeout))
+
+
+def short_retention(retention: timedelta, horizon: timedelta) -> str | None:
+    """Why ``retention`` cannot guard redeliveries, or None when it can."""
+    horizon = redelivery_horizon(horizon)
+    if retention >= horizon:
+        return None
+    return (
+        f"INBOX['RETENTION'] ({seconds(retention)}) is shorter than the "
+        f"redelivery horizon ({seconds(horizon)}): a message redelivered after "
+        "its id was purged would run twice. Keep ids at least that long, or "
+        "lower REDELIVERY_HORIZON if redeliveries cannot come that late."
+    )
+
+
+def checked_retention() -> timedelta:
+    """RETENTION, refused when a purge by it would forget ids too soon."""
+    retention = inbox_settings.RETENTION
+    if why := short_retention(retention, inbox_settings.REDELIVERY_HORIZON):
+        raise ImproperlyConfigured(why)
+    return retention

@@ -5,7 +5,7 @@ from django.utils.translation import gettext as _
 
 from idempotency.console.panels import Figure, Panel, capped_count, changelist_url
 
-from .conf import inbox_settings
+from .conf import checked_retention
 from .models import InboxMessage
 
 
@@ -31,4 +31,4 @@ def panel(now) -> Panel:
 
 
 def purgeable(now):
-    return InboxMessage.objects.purgeable(now, inbox_settings.RETENTION)
+    return InboxMessage.objects.purgeable(now, checked_retention())

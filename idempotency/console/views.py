@@ -2,7 +2,7 @@
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
@@ -17,7 +17,12 @@ def dashboard(request):
     if not request.user.has_perm("idempotency.view_opsdashboard"):
         raise PermissionDenied
     now = clock.now()
-    awaiting = retention.purgeable_counts(now, cap=COUNT_CAP)
+    try:
+        awaiting = retention.purgeable_counts(now, cap=COUNT_CAP)
+    except ImproperlyConfigured as exc:
+        # A retention that would break a guarantee: say so instead of counting.
+        messages.error(request, str(exc))
+        awaiting = {}
     context = {
         **admin.site.each_context(request),
         "title": _("Operations"),
@@ -38,29 +43,39 @@ def purge(request):
     """Confirm, then purge every kind past its retention, in batches."""
     if not request.user.has_perm("idempotency.purge_records"):
         raise PermissionDenied
-    if request.method == "POST" and request.POST.get("confirm") == "yes":
-        counts = retention.purge()
-        total = sum(counts.values())
-        summary = ", ".join(f"{kind}: {count}" for kind, count in counts.items())
-        LogEntry.objects.create(
-            user_id=request.user.pk,
-            action_flag=CHANGE,
-            object_repr="retention purge",
-            change_message=f"Purged records past retention ({summary}).",
-        )
-        messages.success(
-            request,
-            ngettext(
-                "Purged %(count)d record past its retention (%(summary)s).",
-                "Purged %(count)d records past their retention (%(summary)s).",
-                total,
-            )
-            % {"count": total, "summary": summary},
-        )
+    try:
+        if request.method == "POST" and request.POST.get("confirm") == "yes":
+            _purge(request)
+            return redirect("once_ops:dashboard")
+        counts = retention.purgeable_counts()
+    except ImproperlyConfigured as exc:
+        # A retention its app refuses: nothing was deleted.
+        messages.error(request, str(exc))
         return redirect("once_ops:dashboard")
     context = {
         **admin.site.each_context(request),
         "title": _("Purge records past their retention?"),
-        "counts": retention.purgeable_counts(),
+        "counts": counts,
     }
     return TemplateResponse(request, "admin/idempotency/purge_confirm.html", context)
+
+
+def _purge(request) -> None:
+    counts = retention.purge()
+    total = sum(counts.values())
+    summary = ", ".join(f"{kind}: {count}" for kind, count in counts.items())
+    LogEntry.objects.create(
+        user_id=request.user.pk,
+        action_flag=CHANGE,
+        object_repr="retention purge",
+        change_message=f"Purged records past retention ({summary}).",
+    )
+    messages.success(
+        request,
+        ngettext(
+            "Purged %(count)d record past its retention (%(summary)s).",
+            "Purged %(count)d records past their retention (%(summary)s).",
+            total,
+        )
+        % {"count": total, "summary": summary},
+    )

@@ -37,6 +37,7 @@ def purge(
     so a row that changed since it was selected (a receipt reprocessed, a key
     re-claimed) is left alone, and writers are never blocked for more than
     one batch. ``progress(kind, deleted_so_far)`` is called after each batch.
+    A kind whose retention its app refuses raises ImproperlyConfigured first.
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -52,6 +53,11 @@ def purge(
         )
     now = now or clock.now()
     chosen = {name: kinds[name] for name in kinds if not only or name in only}
+    # Each kind's rows built once before any DELETE: a retention its app
+    # refuses (ImproperlyConfigured) stops the purge before it deletes anything.
+    for purgeables in chosen.values():
+        for purgeable in purgeables:
+            purgeable(now)
     if dry_run:
         return {
             name: sum(purgeable(now).count() for purgeable in purgeables)

@@ -42,16 +42,23 @@ def test_receive_refuses_a_retention_that_would_forget_at_once():
 
 
 @override_settings(INBOX={"RETENTION": timedelta(days=1)})
-def test_w001_retention_shorter_than_the_redelivery_horizon():
-    assert ids(checks.check_settings()) == ["inbox.W001"]
+def test_e004_retention_shorter_than_the_redelivery_horizon():
+    assert ids(checks.check_settings()) == ["inbox.E004"]
 
 
-def test_w001_counts_the_broker_visibility_timeout():
+@override_settings(
+    INBOX={"RETENTION": timedelta(days=1), "REDELIVERY_HORIZON": timedelta(hours=12)}
+)
+def test_a_short_retention_is_accepted_with_a_horizon_to_match():
+    assert ids(checks.check_settings()) == []
+
+
+def test_e004_counts_the_broker_visibility_timeout():
     from project.celery import app
 
     saved = app.conf.broker_transport_options
     app.conf.broker_transport_options = {"visibility_timeout": 60 * 24 * 3600}
     try:
-        assert ids(checks.check_settings()) == ["inbox.W001"]  # 60 d > 30 d
+        assert ids(checks.check_settings()) == ["inbox.E004"]  # 60 d > 30 d
     finally:
         app.conf.broker_transport_options = saved

@@ -1,5 +1,6 @@
 """Delete expired keys, published outbox rows, old inbox rows and receipts."""
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from idempotency.shared import retention
@@ -38,7 +39,7 @@ class Command(BaseCommand):
             counts = retention.purge(
                 only=only, batch_size=batch_size, dry_run=dry_run, progress=progress
             )
-        except ValueError as exc:
+        except (ValueError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
         verb = "would delete" if dry_run else "deleted"
         for kind, count in counts.items():
