@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.core.checks import CheckMessage, Warning
+from django.core.exceptions import ImproperlyConfigured
 
 from idempotency.shared.settings import Problem, refuse, validate_dict
 
@@ -116,7 +117,14 @@ def get(name: str) -> Source | None:
         return _built[name]
     except KeyError:
         pass
-    config = webhooks_settings.SOURCES.get(name)
+    try:
+        config = webhooks_settings.SOURCES.get(name)
+    except ImproperlyConfigured as invalid:
+        # A bad WEBHOOKS value (RETENTION, MAX_RETRIES...) refuses every source.
+        logger.error(
+            "WEBHOOKS is misconfigured; every delivery is refused. %s", invalid
+        )
+        raise SourceMisconfigured(str(invalid)) from invalid
     if config is None:
         return None
     source, problems = validate(name, config)

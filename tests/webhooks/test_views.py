@@ -490,6 +490,21 @@ def test_a_misconfigured_source_refuses_even_a_delivery_its_secret_would_accept(
     assert "SECRETS" in log.getMessage()
 
 
+@pytest.mark.parametrize("bad", [{"RETENTION": 0}, {"MAX_RETRIES": -1}])
+def test_a_bad_webhooks_value_refuses_deliveries_as_a_problem(
+    webhook_sources, caplog, bad
+):
+    webhook_sources.WEBHOOKS = {**webhook_sources.WEBHOOKS, **bad}
+
+    response = deliver()
+
+    assert response.status_code == 500
+    assert problem(response)["type"].endswith("/webhook-misconfigured")
+    assert not WebhookReceipt.objects.exists()
+    [log] = [r for r in caplog.records if r.name == "webhooks"]
+    assert next(iter(bad)) in log.getMessage()
+
+
 def test_a_misconfigured_source_leaves_the_other_sources_working(webhook_sources):
     webhook_sources.WEBHOOKS["SOURCES"]["stripe"]["SECRETS"] = "whsec_x"
     assert deliver().status_code == 202
