@@ -12,6 +12,7 @@ a batch at once; by default it publishes one message at a time. Pick one with
 import contextlib
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -57,6 +58,17 @@ class BasePublisher:
 
     def __exit__(self, *exc_info):
         self.close()
+
+
+def _confirm_timeout(value, publisher: str) -> float:
+    """Seconds to wait for the broker's confirms, refused here, in the running
+    relay: 0 or NaN would fail or hang every batch instead of waiting."""
+    try:
+        return duration(value).total_seconds()
+    except InvalidSetting as exc:
+        raise OutboxConfigurationError(
+            f"{publisher} confirm_timeout {exc} {exc.hint}".strip()
+        ) from None
 
 
 def envelope(message) -> tuple[object, dict]:
@@ -119,14 +131,7 @@ class KombuPublisher(BasePublisher):
                 '"published" means the broker confirmed that a queue holds '
                 "the message. Remove the option."
             )
-        try:
-            # Refused here, in the running relay: 0 or NaN would fail or hang
-            # every batch instead of waiting for the broker's confirms.
-            self.confirm_timeout = duration(confirm_timeout).total_seconds()
-        except InvalidSetting as exc:
-            raise OutboxConfigurationError(
-                f"KombuPublisher confirm_timeout {exc} {exc.hint}".strip()
-            ) from None
+        self.confirm_timeout = _confirm_timeout(confirm_timeout, "KombuPublisher")
         self.transport_options = transport_options or {}
         self.connect_timeout = connect_timeout
         self.declare = tuple(declare)
@@ -419,7 +424,9 @@ class CeleryTaskPublisher(BasePublisher):
     An event type without a task is a failed attempt, never a silent drop;
     so is a task name this process's Celery app does not know, which a worker
     would discard ("Received unregistered task"). When the tasks live in
-    another codebase's workers, say so with ``remote_tasks=True``.
+    another codebase's workers, say so with ``remote_tasks=True``. On
+    RabbitMQ each task waits for the broker's ack, at most
+    ``confirm_timeout`` seconds.
 
     Celery declares the queue it sends to (``queue``, else its default queue;
     a name it does not know is created, unless ``task_create_missing_queues``
@@ -438,12 +445,14 @@ class CeleryTaskPublisher(BasePublisher):
         broker_url: str | None = None,
         app=None,
         remote_tasks: bool = False,
+        confirm_timeout: float = 30,
     ):
         self.tasks = dict(tasks or {})
         self.queue = queue
         self.broker_url = broker_url
         self.app = app
         self.remote_tasks = remote_tasks
+        self.confirm_timeout = _confirm_timeout(confirm_timeout, "CeleryTaskPublisher")
         # kombu's Connection, made by open().
         self.connection: Any = None
 
@@ -471,12 +480,7 @@ class CeleryTaskPublisher(BasePublisher):
             return []
         app = self.get_app()
         if any(name not in app.tasks for name in self.tasks.values()):
-            # Outside a worker the task modules may not be imported yet:
-            # import them as a worker does (each Django app's tasks module,
-            # then the ``imports`` setting's), without its startup signal.
-            app.autodiscover_tasks(force=True)
-            for module in app.loader.default_modules:
-                app.loader.import_task_module(module)
+            _import_task_modules(app)
         return [name for name in self.tasks.values() if name not in app.tasks]
 
     def task_for(self, event_type: str) -> str:
@@ -518,9 +522,28 @@ class CeleryTaskPublisher(BasePublisher):
                 queue=self.queue,
                 producer=self.producer,
                 retry=False,
+                confirm_timeout=self.confirm_timeout,
             )
         except Exception as exc:
             raise PublishError(f"Broker refused {message.id}: {exc}") from exc
+
+
+# The Celery apps whose task modules this process has imported (see below).
+_imported: "weakref.WeakSet[Celery]" = weakref.WeakSet()
+
+
+def _import_task_modules(app) -> None:
+    """Import the task modules as a worker does at start (the app's
+    ``autodiscover_tasks`` packages, then ``imports``), once per process.
+
+    A worker has them all; a web process or a shell may have none yet.
+    Marked first: the import runs Django's system checks (Celery's Django
+    fix-up), which ask again and must not import again.
+    """
+    if app.loader.worker_initialized or app in _imported:
+        return
+    _imported.add(app)
+    app.loader.import_default_modules()
 
 
 @dataclass(frozen=True)

@@ -478,6 +478,16 @@ class TestCeleryTaskPublisher(PublisherContract):
         [sent] = read_queue(REDIS_URL, self.queue, 1)
         assert sent.headers["task"] == "billing.on_order_created"
 
+    def test_tasks_the_apps_own_autodiscovery_finds_are_known(self):
+        # Packages and a module name given to autodiscover_tasks(): a worker
+        # imports them at start, and so does the publisher before refusing.
+        app = Celery(set_as_current=False)
+        app.autodiscover_tasks(["tests.outbox.discovered"], related_name="jobs")
+        publisher = CeleryTaskPublisher(
+            tasks={"order.created": "outbox_tests.discovered_job"}, app=app
+        )
+        assert publisher.unregistered_tasks() == []
+
     def test_on_rabbitmq_each_task_waits_for_the_brokers_ack(self):
         app = Celery(set_as_current=False)
         app.conf.broker_transport_options = {"confirm_publish": False}
@@ -496,6 +506,12 @@ class TestCeleryTaskPublisher(PublisherContract):
 def test_a_confirm_timeout_that_cannot_wait_for_the_broker_is_refused(timeout):
     with pytest.raises(OutboxConfigurationError, match="confirm_timeout"):
         KombuPublisher(url=AMQP_URL, confirm_timeout=timeout)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), "30"])
+def test_a_celery_publisher_that_cannot_wait_for_the_ack_is_refused(timeout):
+    with pytest.raises(OutboxConfigurationError, match="confirm_timeout"):
+        CeleryTaskPublisher(tasks={}, confirm_timeout=timeout)
 
 
 @pytest.mark.parametrize("confirm", [False, 0, None])
