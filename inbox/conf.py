@@ -21,26 +21,33 @@ inbox_settings = AppSettings(
 )
 
 
-def redelivery_horizon(configured: timedelta) -> timedelta:
-    """The later of REDELIVERY_HORIZON and the broker's visibility timeout
-    (Redis and SQS redeliver an unacked message after it)."""
+def visibility_timeout() -> timedelta:
+    """The broker's visibility timeout: Redis and SQS redeliver an unacked
+    message after it (0 when the broker has none)."""
     options = current_app.conf.broker_transport_options or {}
     timeout = options.get("visibility_timeout") or 0
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        return configured  # not ours to validate; kombu reports it
-    return max(configured, timedelta(seconds=timeout))
+        return timedelta(0)  # not ours to validate; kombu reports it
+    return timedelta(seconds=timeout)
 
 
 def short_retention(retention: timedelta, horizon: timedelta) -> str | None:
     """Why ``retention`` cannot guard redeliveries, or None when it can."""
-    horizon = redelivery_horizon(horizon)
-    if retention >= horizon:
+    timeout = visibility_timeout()
+    if retention >= max(horizon, timeout):
         return None
+    if timeout > horizon:
+        bound = f"the broker's visibility_timeout ({seconds(timeout)})"
+        remedy = "Keep ids at least that long."
+    else:
+        bound = f"REDELIVERY_HORIZON ({seconds(horizon)})"
+        remedy = (
+            "Keep ids at least that long, or lower REDELIVERY_HORIZON if "
+            "redeliveries cannot come that late."
+        )
     return (
-        f"INBOX['RETENTION'] ({seconds(retention)}) is shorter than the "
-        f"redelivery horizon ({seconds(horizon)}): a message redelivered after "
-        "its id was purged would run twice. Keep ids at least that long, or "
-        "lower REDELIVERY_HORIZON if redeliveries cannot come that late."
+        f"INBOX['RETENTION'] ({seconds(retention)}) is shorter than {bound}: "
+        f"a message redelivered after its id was purged would run twice. {remedy}"
     )
 
 

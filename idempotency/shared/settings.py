@@ -201,7 +201,8 @@ def seconds(value: timedelta | float) -> str:
     """A duration as the checks print it: in seconds."""
     if isinstance(value, timedelta):
         value = value.total_seconds()
-    return f"{value:g} s"
+    # 15 significant digits: whole days print whole, never as 3.456e+06.
+    return f"{value:.15g} s"
 
 
 def as_timedelta(value) -> timedelta:

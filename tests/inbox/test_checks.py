@@ -62,3 +62,17 @@ def test_e004_counts_the_broker_visibility_timeout():
         assert ids(checks.check_settings()) == ["inbox.E004"]  # 60 d > 30 d
     finally:
         app.conf.broker_transport_options = saved
+
+
+@override_settings(INBOX={"RETENTION": timedelta(days=40)})
+def test_e004_names_the_visibility_timeout_when_it_is_the_bound():
+    from project.celery import app
+
+    saved = app.conf.broker_transport_options
+    app.conf.broker_transport_options = {"visibility_timeout": 60 * 24 * 3600}
+    try:
+        [error] = checks.check_settings()
+    finally:
+        app.conf.broker_transport_options = saved
+    assert "visibility_timeout (5184000 s)" in error.msg
+    assert "REDELIVERY_HORIZON" not in error.msg
