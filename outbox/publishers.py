@@ -451,6 +451,12 @@ class CeleryTaskPublisher(BasePublisher):
         self.queue = queue
         self.broker_url = broker_url
         self.app = app
+        if not isinstance(remote_tasks, bool):
+            # A string such as "false" is truthy: it would switch the check off.
+            raise OutboxConfigurationError(
+                f"CeleryTaskPublisher remote_tasks must be True or False, "
+                f"not {remote_tasks!r}."
+            )
         self.remote_tasks = remote_tasks
         self.confirm_timeout = _confirm_timeout(confirm_timeout, "CeleryTaskPublisher")
         # kombu's Connection, made by open().
@@ -476,12 +482,15 @@ class CeleryTaskPublisher(BasePublisher):
 
     def unregistered_tasks(self) -> list[str]:
         """The task names in ``tasks`` no worker of this codebase would run."""
+        return [name for name in self.tasks.values() if not self._registered(name)]
+
+    def _registered(self, name: str) -> bool:
         if self.remote_tasks:
-            return []
+            return True
         app = self.get_app()
-        if any(name not in app.tasks for name in self.tasks.values()):
+        if name not in app.tasks:
             _import_task_modules(app)
-        return [name for name in self.tasks.values() if name not in app.tasks]
+        return name in app.tasks
 
     def task_for(self, event_type: str) -> str:
         try:
@@ -491,7 +500,7 @@ class CeleryTaskPublisher(BasePublisher):
                 f"No task for event type {event_type!r} in the "
                 "CeleryTaskPublisher's 'tasks'."
             ) from None
-        if name in self.unregistered_tasks():
+        if not self._registered(name):
             raise OutboxConfigurationError(
                 f"Task {name!r} (for event type {event_type!r}) is not "
                 "registered in this Celery app: a worker would discard the "

@@ -514,6 +514,12 @@ def test_a_celery_publisher_that_cannot_wait_for_the_ack_is_refused(timeout):
         CeleryTaskPublisher(tasks={}, confirm_timeout=timeout)
 
 
+@pytest.mark.parametrize("remote", ["false", 0, None])
+def test_remote_tasks_must_be_a_boolean(remote):
+    with pytest.raises(OutboxConfigurationError, match="remote_tasks"):
+        CeleryTaskPublisher(tasks={}, remote_tasks=remote)
+
+
 @pytest.mark.parametrize("confirm", [False, 0, None])
 def test_publisher_confirms_cannot_be_turned_off(confirm):
     with pytest.raises(OutboxConfigurationError, match="confirm_publish"):
