@@ -1,11 +1,9 @@
 """The drain kick: coalesced per process, moved by a fake clock, never slept."""
 
-import logging
 from datetime import timedelta
 
 import pytest
 
-from idempotency.shared.kicks import Kicker
 from webhooks import kicks
 from webhooks.conf import webhooks_settings
 
@@ -35,13 +33,7 @@ def kicker(clock, sent, webhook_sources):
         **webhook_sources.WEBHOOKS,
         "KICK_INTERVAL": timedelta(milliseconds=250),
     }
-    return Kicker(
-        sent.append,
-        lambda: webhooks_settings.KICK_INTERVAL,
-        logging.getLogger("webhooks"),
-        "the webhook drain",
-        monotonic=clock,
-    )
+    return kicks.drain_kicks(send=sent.append, monotonic=clock)
 
 
 def test_the_first_receipt_kicks_at_once(kicker, sent):
