@@ -6,8 +6,11 @@ STAMP := $(VENV)/.installed
 # Django 6.x needs Python 3.12+: the first one found on PATH or under pyenv.
 PYTHON6 ?= $(shell for p in python3.13 python3.12 $$(ls -d $$HOME/.pyenv/versions/3.1[23]*/bin/python3.1[23] 2>/dev/null); do $$p -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1 && { echo $$p; break; }; done)
 VENV6 ?= .venv-django6
+# The site (mkdocs.yml) into site/. --strict: a broken link, anchor or
+# include fails the build. The variable silences Material's banner.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-.PHONY: install demo test test-django6 lint format bench docs
+.PHONY: install demo test test-django6 lint format bench docs site
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +46,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(MKDOCS)
 
 format: install
 	$(BIN)/ruff check --fix .
@@ -51,6 +55,12 @@ format: install
 bench: install
 	$(BIN)/python -m bench
 
-# docs/settings.md from the apps' option tables (tests/test_docs.py checks it).
+# docs/settings.md from the apps' option tables (tests/test_docs.py checks it),
+# then the site.
 docs: install
 	$(BIN)/python docs/reference.py
+	$(MKDOCS)
+
+# The site alone, as `make lint` builds it: nothing regenerated.
+site: install
+	$(MKDOCS)
