@@ -71,3 +71,30 @@ def _read(path):
 
 def _page(name):
     return (ROOT / "docs" / name).read_text()
+
+
+# A Markdown link to a file of the repository: [text](path#anchor).
+RELATIVE_LINK = re.compile(r"\]\((?!https?:|mailto:|#)([^)#\s]+)(?:#([^)\s]+))?\)")
+HEADING = re.compile(r"^#{1,6} (.+)$", re.M)
+
+
+def _anchors(text):
+    """The anchors of a page's headings, as GitHub and the site make them."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)  # not code
+    return {
+        re.sub(r"[^\w\- ]", "", heading).strip().lower().replace(" ", "-")
+        for heading in HEADING.findall(text)
+    }
+
+
+def test_the_readme_links_to_files_and_headings_that_exist():
+    # The site's own links are checked by its strict build; the README is not
+    # part of the site, so its links are checked here.
+    broken = []
+    for path, anchor in RELATIVE_LINK.findall(_read("README.md")):
+        target = ROOT / path
+        if not target.is_file():
+            broken.append(path)
+        elif anchor and anchor not in _anchors(target.read_text()):
+            broken.append(f"{path}#{anchor}")
+    assert broken == []

@@ -1,5 +1,5 @@
 """An adopter's project: django-once installed from its wheel into a fresh
-virtualenv, a ``startproject`` of its own, and the README's code in it.
+virtualenv, a ``startproject`` of its own, and the documented code in it.
 
 Every process started here leads its own process group and is stopped on the
 way out, and every wait is bounded.
@@ -25,6 +25,9 @@ from urllib.parse import urlsplit
 import psycopg
 
 ROOT = Path(__file__).resolve().parents[2]
+# The pages whose marked blocks make the project (the quickstart and the app
+# pages), and the README, which shows some of the same blocks again.
+DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 
 # Redis database 15 is this test's own on the shared server; each run also
@@ -47,9 +50,9 @@ INSTALL_BLOCK = "install"
 TESTING_INSTALL_BLOCK = "install-testing"
 INSTALL_COMMAND = re.compile(r'pip install "django-once\[([\w,]+)\]"')
 
-# Where each marked README block goes in the generated project: "write"
-# replaces the file startproject/startapp made (or creates it), "append" adds
-# to its end, as the README's "# <path>" and "# <path>, continued" say.
+# Where each marked block goes in the generated project: "write" replaces the
+# file startproject/startapp made (or creates it), "append" adds to its end, as
+# the block's "# <path>" and "# <path>, continued" say.
 BLOCKS = {
     "settings-keys": (f"{PROJECT}/settings.py", "append"),
     "models": (f"{APP}/models.py", "write"),
@@ -67,7 +70,7 @@ BLOCKS = {
     "tests": (f"{APP}/test_guarantees.py", "write"),
 }
 
-# The README's blocks of the project with all four apps, in the README's order.
+# The blocks of the project with all four apps, in the quickstart's order.
 ALL_APPS_BLOCKS = [
     "settings-keys",
     "models",
@@ -92,19 +95,29 @@ NO_ADMIN = (
 )
 
 
+def documented_blocks() -> dict[str, str]:
+    """The docs pages' marked code blocks, by marker name."""
+    blocks: dict[str, str] = {}
+    for page in sorted(DOCS.glob("*.md")):
+        for name, code in MARKED_BLOCK.findall(page.read_text()):
+            assert name not in blocks, f"the docs mark two blocks '{name}'"
+            blocks[name] = code
+    return blocks
+
+
 def readme_blocks() -> dict[str, str]:
-    """The README's marked code blocks, by marker name."""
-    blocks = {}
+    """The README's marked code blocks, by marker name: copies of the docs'."""
+    blocks: dict[str, str] = {}
     for name, code in MARKED_BLOCK.findall(README.read_text()):
-        assert name not in blocks, f"README marks two blocks '{name}'"
+        assert name not in blocks, f"the README marks two blocks '{name}'"
         blocks[name] = code
     return blocks
 
 
 def documented_extras(block: str = INSTALL_BLOCK) -> str:
-    """The extras of a README install command, e.g. ``postgres,redis``."""
-    found = INSTALL_COMMAND.search(readme_blocks()[block])
-    assert found, f"the README's {block} block has no pip install django-once[...]"
+    """The extras of a documented install command, e.g. ``postgres,redis``."""
+    found = INSTALL_COMMAND.search(documented_blocks()[block])
+    assert found, f"the docs' {block} block has no pip install django-once[...]"
     return found.group(1)
 
 
@@ -289,7 +302,7 @@ class Project:
         self.path = path
         self.venv = venv
         self.env = venv.environ(**env)
-        self.blocks = readme_blocks()
+        self.blocks = documented_blocks()
         path.mkdir(parents=True)
         self.run(["django-admin", "startproject", PROJECT, "."])
         self.manage("startapp", APP)
@@ -306,7 +319,7 @@ class Project:
             file.write(f"\n{text}")
 
     def set_up(self):
-        """Migrate as the README says, and add the API's user."""
+        """Migrate as the quickstart says, and add the API's user."""
         self.manage("makemigrations", APP)
         self.manage("migrate")
         self.manage(
@@ -327,7 +340,7 @@ class Project:
         )
 
     def use(self, *names):
-        """Put the README's blocks ``names`` where the README says they go."""
+        """Put the documented blocks ``names`` where their first lines say."""
         for name in names:
             relative, how = BLOCKS[name]
             if how == "append":
