@@ -8,6 +8,7 @@ with ``ImproperlyConfigured`` instead of running with a guarantee switched off
 (gunicorn and uwsgi run no checks).
 """
 
+import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -168,7 +169,12 @@ class AppSettings:
         if self._values is None:
             values, problems = self.validate()
             if problems:
-                raise refuse(problems)
+                error = refuse(problems)
+                # The server answers 500 and, with DEBUG off, Django logs that
+                # nowhere visible: this line reaches stderr even with no LOGGING
+                # (Python's last-resort handler).
+                logging.getLogger(self.namespace.lower()).error("%s", error)
+                raise error
             self._values = values
         return self._values
 
