@@ -96,6 +96,7 @@ def table(module_name: str, attribute: str) -> str:
     options = getattr(module, attribute)
     options = getattr(options, "options", options)  # AppSettings or a dict
     described = meanings(inspect.getsource(module))
+    described.update({k: o.doc for k, o in options.items() if o.doc})
     missing = sorted(set(options) - set(described))
     if missing:
         raise ValueError(f"{module_name}.{attribute}: no comment for {missing}")

@@ -18,11 +18,15 @@ class IdempotencyConfig(AppConfig):
     def ready(self):
         from . import checks as settings_checks
         from .conf import idempotency_settings
+        from .shared.conf import shared_settings
 
         checks.register(settings_checks.check_settings)
         checks.register(settings_checks.check_problem_docs, checks.Tags.urls)
         setting_changed.connect(
             idempotency_settings.on_setting_changed, dispatch_uid="idempotency-conf"
+        )
+        setting_changed.connect(
+            shared_settings.on_setting_changed, dispatch_uid="idempotency-shared-conf"
         )
         if apps.is_installed("drf_spectacular"):
             # drf-spectacular finds extensions by import; it is optional.

@@ -6,8 +6,8 @@ The option table, its validators and the settings object's behaviour live in
 
 import re
 from datetime import timedelta
-from urllib.parse import urlsplit
 
+from .shared.conf import SHARED_OPTIONS
 from .shared.settings import (
     AppSettings,
     InvalidSetting,
@@ -17,7 +17,6 @@ from .shared.settings import (
     header_names,
     positive_int,
     show,
-    string,
 )
 
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -39,17 +38,6 @@ replay_headers = header_names(
     hint="Cookies are never stored or replayed; remove it.",
     check_id="idempotency.E009",
 )
-
-
-def problem_base_uri(value) -> str:
-    """An absolute URI, or a path on the API's own host (a relative reference)."""
-    value = string(value)
-    if not (value.startswith("/") or urlsplit(value).scheme):
-        raise InvalidSetting(
-            f"must be an absolute URI or a path, not {show(value)}.",
-            "For example '/problems/' or 'https://docs.example.com/problems/'.",
-        )
-    return value
 
 
 idempotency_settings = AppSettings(
@@ -77,13 +65,7 @@ idempotency_settings = AppSettings(
         ),
         # Live records allowed per operation in the shared "anonymous" scope.
         "ANONYMOUS_MAX_KEYS": Option(10_000, positive_int, "idempotency.E010"),
-        # Base of the problem+json ``type`` URIs. A path is relative to the
-        # API's host, where include("idempotency.urls") documents each type.
-        "PROBLEM_BASE_URI": Option(
-            "/problems/",
-            problem_base_uri,
-            "idempotency.E011",
-        ),
+        **SHARED_OPTIONS,
     },
     shape_id="idempotency.E001",
 )

@@ -4,7 +4,7 @@ import json
 
 from django.http import HttpResponse
 
-from ..conf import idempotency_settings
+from .conf import shared_settings
 
 CONTENT_TYPE = "application/problem+json"
 
@@ -13,7 +13,7 @@ def type_uri(slug: str) -> str:
     """Return the stable ``type`` URI for a problem slug."""
     if slug == "about:blank" or ":" in slug:
         return slug
-    return idempotency_settings.PROBLEM_BASE_URI + slug
+    return shared_settings.PROBLEM_BASE_URI + slug
 
 
 def problem_response(

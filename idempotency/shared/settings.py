@@ -8,6 +8,7 @@ with ``ImproperlyConfigured`` instead of running with a guarantee switched off
 (gunicorn and uwsgi run no checks).
 """
 
+import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ class Option:
     # The system check id that reports a bad value.
     check_id: str
     hint: str = ""
+    # What the option means, for the settings page (docs/reference.py).
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,11 +76,13 @@ def validate_dict(
     *,
     shape_id: str,
     unknown_id: str = "",
+    partial: bool = False,
 ) -> tuple[dict, list[Problem]]:
     """Validate a settings dict against ``options``; never raises.
 
     Return the values to use (defaults filled in, normalised) and every
-    problem found, so one run of ``check`` reports them all.
+    problem found, so one run of ``check`` reports them all. ``partial``: the
+    options are some of the dict's keys, so other keys are not unknown.
     """
     if value is None:
         value = {}
@@ -92,7 +97,7 @@ def validate_dict(
         ]
     problems = []
     unknown = sorted(str(name) for name in set(value) - set(options))
-    if unknown:
+    if unknown and not partial:
         problems.append(
             Problem(
                 where,
@@ -142,12 +147,22 @@ class AppSettings:
     ``ImproperlyConfigured`` listing every bad value; afterwards values are
     cached until ``reload()`` (connected to ``setting_changed`` so
     ``override_settings`` works). ``check()`` is the app's system check.
+    ``partial``: these options are part of a dict another settings object
+    owns, which reports its unknown keys.
     """
 
-    def __init__(self, namespace: str, options: Mapping[str, Option], *, shape_id):
+    def __init__(
+        self,
+        namespace: str,
+        options: Mapping[str, Option],
+        *,
+        shape_id,
+        partial: bool = False,
+    ):
         self.namespace = namespace
         self.options = dict(options)
         self.shape_id = shape_id
+        self.partial = partial
         self._values: dict | None = None
 
     @property
@@ -160,7 +175,11 @@ class AppSettings:
 
     def validate(self) -> tuple[dict, list[Problem]]:
         return validate_dict(
-            self.namespace, self.raw(), self.options, shape_id=self.shape_id
+            self.namespace,
+            self.raw(),
+            self.options,
+            shape_id=self.shape_id,
+            partial=self.partial,
         )
 
     def merged(self) -> dict:
@@ -168,7 +187,12 @@ class AppSettings:
         if self._values is None:
             values, problems = self.validate()
             if problems:
-                raise refuse(problems)
+                error = refuse(problems)
+                # The server answers 500 and, with DEBUG off, Django logs that
+                # nowhere visible: this line reaches stderr even with no LOGGING
+                # (Python's last-resort handler).
+                logging.getLogger(self.namespace.lower()).error("%s", error)
+                raise error
             self._values = values
         return self._values
 

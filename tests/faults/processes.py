@@ -84,9 +84,9 @@ def kill_group(process, timeout=10.0):
 
 
 @contextmanager
-def gunicorn(workers=1, timeout=30, settings="tests.faults.settings"):
+def gunicorn(workers=1, timeout=30, settings="tests.faults.settings", stderr=None):
     """Serve ``settings`` (a module based on tests.faults.settings) on a free
-    port; yield its base URL."""
+    port; yield its base URL. ``stderr``: a file for what the server prints."""
     port = free_port()
     process = subprocess.Popen(
         [
@@ -107,6 +107,7 @@ def gunicorn(workers=1, timeout=30, settings="tests.faults.settings"):
         ],
         cwd=ROOT,
         env=child_env(settings),
+        stderr=stderr,
     )
     try:
         wait_for_port(port)

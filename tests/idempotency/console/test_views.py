@@ -134,3 +134,17 @@ def test_exactly_the_cap_is_not_cap_plus():
         make_record(f"k{n}")
     assert capped_count(IdempotencyRecord.objects.all(), cap=3) == 3
     assert capped_count(IdempotencyRecord.objects.all(), cap=2) == "2+"
+
+
+def test_a_figure_links_only_where_the_viewer_may_follow(client, staff):
+    grant(staff, "view_opsdashboard", "view_idempotencyrecord")
+    client.force_login(staff)
+
+    figures = {
+        f.label: f for p in client.get(DASHBOARD).context["panels"] for f in p.figures
+    }
+
+    assert figures["stuck leases"].url
+    # No permission on the outbox's list: the figure shows, unlinked.
+    assert figures["dead"].value == 0
+    assert figures["dead"].url == ""

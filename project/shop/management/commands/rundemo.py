@@ -2,27 +2,30 @@
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
-
-ADDRESS = os.environ.get("DEMO_ADDRESS", "127.0.0.1:8000")
+from django.core.management.base import BaseCommand, CommandError
 
 
 class Command(BaseCommand):
     help = "Migrate, seed demo data and serve the demo project with Celery."
 
     def handle(self, *args, **options):
+        # runserver leaves with os._exit() when its port is taken, which would
+        # skip the cleanup below and leave the worker and beat running.
+        address = os.environ.get("DEMO_ADDRESS", "127.0.0.1:8000")
+        refuse_a_busy_address(address)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("seed_demo")
         call_command("seed_console")
         var = settings.BASE_DIR / "var"
         # The filesystem broker needs its folder; beat keeps its schedule here.
         (var / "broker").mkdir(parents=True, exist_ok=True)
-        url = f"http://{ADDRESS}"
+        url = f"http://{address}"
         self.stdout.write(
             f"\nThe demo runs at {url}/\n"
             f"  admin console: {url}/admin/  (login admin / admin)\n"
@@ -44,7 +47,7 @@ class Command(BaseCommand):
         # A SIGTERM unwinds like Ctrl-C, through the cleanup below.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
-            call_command("runserver", ADDRESS, use_reloader=False)
+            call_command("runserver", address, use_reloader=False)
         finally:
             # Ctrl-C lands here too: never leave a worker or beat behind.
             for child in children:
@@ -54,3 +57,17 @@ class Command(BaseCommand):
                     child.wait(10)
                 except subprocess.TimeoutExpired:
                     child.kill()
+
+
+def refuse_a_busy_address(address):
+    host, _, port = address.rpartition(":")
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host or "127.0.0.1", int(port)))
+        except OSError as exc:
+            raise CommandError(
+                f"Cannot serve the demo on {address}: {exc.strerror}. "
+                "Stop what uses it, or choose another address, e.g. "
+                "DEMO_ADDRESS=127.0.0.1:8001 make demo"
+            ) from None

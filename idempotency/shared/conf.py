@@ -1,0 +1,37 @@
+"""The options of ``settings.IDEMPOTENCY`` that the shared layer reads itself.
+
+They belong to the keys' dict for the user (one ``IDEMPOTENCY`` setting), and
+the keys' settings object lists them too, so ``check`` and the settings page
+see one table; this partial view lets the shared layer read them without
+importing the keys feature above it.
+"""
+
+from urllib.parse import urlsplit
+
+from .settings import AppSettings, InvalidSetting, Option, show, string
+
+
+def problem_base_uri(value) -> str:
+    """An absolute URI, or a path on the API's own host (a relative reference)."""
+    value = string(value)
+    if not (value.startswith("/") or urlsplit(value).scheme):
+        raise InvalidSetting(
+            f"must be an absolute URI or a path, not {show(value)}.",
+            "For example '/problems/' or 'https://docs.example.com/problems/'.",
+        )
+    return value
+
+
+SHARED_OPTIONS = {
+    "PROBLEM_BASE_URI": Option(
+        "/problems/",
+        problem_base_uri,
+        "idempotency.E011",
+        doc="Base of the problem+json ``type`` URIs. A path is relative to the "
+        'API\'s host, where include("idempotency.urls") documents each type.',
+    ),
+}
+
+shared_settings = AppSettings(
+    "IDEMPOTENCY", SHARED_OPTIONS, shape_id="idempotency.E001", partial=True
+)
