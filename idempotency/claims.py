@@ -109,12 +109,15 @@ def view_ttl(value, name: str) -> timedelta | None:
 class Claim:
     """The key a request holds; views see it as ``request.idempotency``."""
 
-    def __init__(self, *, key, scope, operation, request_hash, expires_at):
+    def __init__(self, *, key, scope, operation, request_hash, expires_at, session=""):
         self.key = key
         self.scope = scope
         self.operation = operation
         self.request_hash = request_hash
         self.expires_at = expires_at
+        # Digest of the client's session cookie: a stored answer bound to a
+        # session replays only to it.
+        self.session = session
         self.record_id = None
         self.attempt = None
         # True when this attempt began the record's life: it inserted the key,
@@ -136,7 +139,7 @@ class Claim:
 
 
 class _Discard(Exception):
-    """The view answered with a status that must not be stored."""
+    """The view answered with an error that must not be stored: undo its work."""
 
     def __init__(self, response):
         self.response = response
@@ -170,9 +173,10 @@ def execute(request, policy: Policy, produce: Callable):
                 )
             return produce()
         claim = _new_claim(request, policy, key)
+        store = _storing(produce, responses.SessionWatch(request))
         if policy.mode == ATOMIC:
-            return _run_atomic(claim, produce)
-        return _run_lease(claim, produce)
+            return _run_atomic(claim, store)
+        return _run_lease(claim, store)
     except IdempotencyError as exc:
         return problems.from_exception(exc, instance=request.path)
     except Invalid as invalid:
@@ -195,6 +199,7 @@ def _new_claim(request, policy, key):
             request, policy.operation, policy.exclude_fields
         ),
         expires_at=clock.now() + ttl,
+        session=responses.session_digest(request),
     )
     request.idempotency = claim
     # A DRF Request wraps the Django one; middleware sees the inner request.
@@ -223,7 +228,22 @@ def _wait() -> timedelta:
     return as_timedelta(idempotency_settings.WAIT)
 
 
-def _run_atomic(claim, produce):
+def _storing(produce, watch):
+    """``produce``, then store its answer: the claim's last step, in its
+    transaction. ``store(claim, records)`` returns the response to send."""
+
+    def store(claim, records):
+        response = produce()
+        answer = responses.keep(response, watch)
+        if answer is None:
+            raise _Discard(response)
+        _complete(claim, records, answer)
+        return response
+
+    return store
+
+
+def _run_atomic(claim, store):
     records = _records()
     ran = False
     try:
@@ -232,10 +252,7 @@ def _run_atomic(claim, produce):
             if replay is not None:
                 return replay
             ran = True
-            response = produce()
-            if not idempotency_settings.STORE_STATUS(response.status_code):
-                raise _Discard(response)
-            _complete(claim, records, response)
+            response = store(claim, records)
         return response
     except _Discard as discard:
         _record_failure(claim, records, fenced=False)
@@ -249,7 +266,7 @@ def _run_atomic(claim, produce):
         raise
 
 
-def _run_lease(claim, produce):
+def _run_lease(claim, store):
     records = _records()
     lease = as_timedelta(idempotency_settings.LEASE)
     deadline = time.monotonic() + _wait().total_seconds()
@@ -267,10 +284,7 @@ def _run_lease(claim, produce):
         return replay
     try:
         with transaction.atomic(using=records.db):
-            response = produce()
-            if not idempotency_settings.STORE_STATUS(response.status_code):
-                raise _Discard(response)
-            _complete(claim, records, response)
+            response = store(claim, records)
         return response
     except LeaseLost:
         raise
@@ -357,7 +371,7 @@ def _decide(claim, records, record, now, locked_until):
             "This key was first used with a different method, path or body."
         )
     if record.state == State.COMPLETED:
-        return responses.replay(record)
+        return responses.replay(record, claim.session)
     if (
         record.state == State.PENDING
         and record.locked_until
@@ -381,6 +395,7 @@ def _reclaim(claim, records, record, locked_until, *, renew, now):
             status_code=None,
             response_body=None,
             response_headers={},
+            session_digest="",
             resource_type="",
             resource_id="",
             created_at=now,
@@ -394,16 +409,16 @@ def _reclaim(claim, records, record, locked_until, *, renew, now):
     claim.fresh = renew
 
 
-def _complete(claim, records, response):
-    status_code, body, headers = responses.capture(response)
+def _complete(claim, records, answer):
     resource_type, resource_id = claim.resource
     # Fenced: only the attempt that holds the claim may complete it.
     completed = records.complete(
         claim.record_id,
         claim.attempt,
-        status_code=status_code,
-        body=body,
-        headers=headers,
+        status_code=answer.status_code,
+        body=answer.body,
+        headers=answer.headers,
+        session_digest=answer.session,
         resource_type=resource_type,
         resource_id=resource_id,
         now=clock.now(),

@@ -40,6 +40,25 @@ replay_headers = header_names(
 )
 
 
+def store_status(value):
+    """A ``(status_code) -> bool`` policy that stores every success (2xx).
+
+    A success it declined would commit its work with nothing to replay: each
+    retry could only be told that the answer is lost.
+    """
+    policy = dotted_callable(value)
+    declined = [status for status in range(200, 300) if not policy(status)]
+    if declined:
+        shown = ", ".join(str(status) for status in declined[:3])
+        more = ", ..." if len(declined) > 3 else ""
+        raise InvalidSetting(
+            f"declines success statuses: {shown}{more}.",
+            "Store every 2xx: its retry must get the answer, not run again. "
+            "Decline only statuses that invite a retry (408, 409, 429, 5xx).",
+        )
+    return policy
+
+
 idempotency_settings = AppSettings(
     "IDEMPOTENCY",
     {
@@ -56,13 +75,19 @@ idempotency_settings = AppSettings(
             "idempotency.scopes.default_scope", dotted_callable, "idempotency.E006"
         ),
         # ``(status_code) -> bool``: which responses are stored and replayed.
+        # It must store every 2xx. A declined error (>= 400) rolls the view's
+        # work back and a retry runs again; a declined 3xx keeps the work and
+        # the key, and a retry is told the answer was not kept.
         "STORE_STATUS": Option(
-            "idempotency.responses.is_storable", dotted_callable, "idempotency.E007"
+            "idempotency.responses.is_storable", store_status, "idempotency.E007"
         ),
         # Response headers replayed besides Content-Type and Location.
         "REPLAY_HEADERS": Option(
             (), replay_headers, "idempotency.E008", "For example ['ETag']."
         ),
+        # Largest response body stored, in bytes. A larger answer still reaches
+        # the client and its work is kept; a retry is told it was not kept.
+        "MAX_STORED_BODY": Option(1024 * 1024, positive_int, "idempotency.E012"),
         # Live records allowed per operation in the shared "anonymous" scope.
         "ANONYMOUS_MAX_KEYS": Option(10_000, positive_int, "idempotency.E010"),
         **SHARED_OPTIONS,

@@ -69,5 +69,17 @@ class LeaseLost(RequestInFlight):
     title = "A newer attempt took over this Idempotency-Key"
 
 
+class AnswerNotKept(IdempotencyError):
+    status = 409
+    type = "answer-not-kept"
+    title = "The answer to this Idempotency-Key was not kept"
+
+
+class AnswerNotShared(IdempotencyError):
+    status = 409
+    type = "answer-not-shared"
+    title = "The answer to this Idempotency-Key belongs to another session"
+
+
 class IdempotencyConfigurationError(ImproperlyConfigured):
     """A view or setting is configured in a way the contract cannot honour."""

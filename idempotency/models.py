@@ -24,8 +24,22 @@ class IdempotencyRecord(models.Model):
         _("state"), max_length=16, choices=State.choices, default=State.PENDING
     )
     status_code = models.PositiveSmallIntegerField(_("status code"), null=True)
-    response_body = models.BinaryField(_("response body"), null=True)
+    response_body = models.BinaryField(
+        _("response body"),
+        null=True,
+        help_text=_("NULL on a completed record: the answer was not kept."),
+    )
     response_headers = models.JSONField(_("response headers"), default=dict)
+    session_digest = models.CharField(
+        _("session digest"),
+        max_length=64,
+        blank=True,
+        # In the database too: rows inserted by raw SQL or by code from before
+        # this field (a rolling deploy) are bound to no session.
+        default="",
+        db_default="",
+        help_text=_("SHA-256 of the one session cookie it replays to."),
+    )
     resource_type = models.CharField(_("resource type"), max_length=100, blank=True)
     resource_id = models.CharField(_("resource id"), max_length=255, blank=True)
     attempts = models.PositiveIntegerField(

@@ -30,6 +30,7 @@ class KeyRow(NamedTuple):
     attempts: int
     locked_until: datetime | None
     expires_at: datetime
+    session_digest: str
 
 
 # The record's fields a KeyRow holds, in its order.
@@ -110,6 +111,7 @@ def _build_statements(model, connection) -> _Statements:
     complete = (
         f"UPDATE {table} SET {quote('state')} = %s, {quote('status_code')} = %s, "
         f"{quote('response_body')} = %s, {quote('response_headers')} = %s, "
+        f"{quote('session_digest')} = %s, "
         f"{quote('resource_type')} = %s, {quote('resource_id')} = %s, "
         f"{quote('locked_until')} = NULL, {quote('completed_at')} = %s "
         # Fenced: only the attempt holding the claim may complete it.
@@ -241,6 +243,7 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
         status_code,
         body,
         headers,
+        session_digest,
         resource_type,
         resource_id,
         now,
@@ -260,6 +263,7 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
             status_code,
             body_field.get_db_prep_save(body, connection),
             headers_field.get_db_prep_save(headers, connection),
+            session_digest,
             resource_type,
             resource_id,
             completed_field.get_db_prep_save(now, connection),

@@ -1,15 +1,23 @@
 """Which responses are stored, what of them is kept, and how they replay."""
 
+import hashlib
+import logging
+from dataclasses import dataclass, field
+
+from django.conf import settings
 from django.http import HttpResponse
+from django.utils.cache import has_vary_header
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from .conf import NEVER_REPLAYED, idempotency_settings
+from .exceptions import AnswerNotKept, AnswerNotShared
 
 REPLAYED_HEADER = "Idempotent-Replayed"
 ALWAYS_REPLAYED = ("Content-Type", "Location")
 
 _NOT_STORABLE = frozenset({408, 409, 425, 429})
+logger = logging.getLogger("idempotency")
 
 
 def is_storable(status_code: int) -> bool:
@@ -23,13 +31,97 @@ def replay_header_names() -> tuple[str, ...]:
     return tuple(name for name in names if name.lower() not in NEVER_REPLAYED)
 
 
-def capture(response) -> tuple[int, bytes, dict]:
-    """Return the status, body bytes and allow-listed headers to store."""
-    response = _api_rendering(response)
-    headers = {
-        name: response[name] for name in replay_header_names() if name in response
-    }
-    return response.status_code, bytes(response.content), headers
+@dataclass(frozen=True)
+class Answer:
+    """What a completed record keeps of the view's answer."""
+
+    status_code: int
+    # None: the answer was not kept, and a retry is told so (AnswerNotKept).
+    body: bytes | None = None
+    headers: dict = field(default_factory=dict)
+    # The session the answer replays to (session_digest); "": any.
+    session: str = ""
+
+
+class SessionWatch:
+    """What the view did to the client's session, seen from around it.
+
+    The CSRF and session middleware add ``Set-Cookie`` and ``Vary: Cookie``
+    after the view returns, so the answer is judged by what the view did:
+    used the CSRF token (the page embeds it) or changed the session.
+    """
+
+    def __init__(self, request):
+        self.request = request
+        self._token_used_before = self._token_used()
+        self._session_changed_before = self._session_changed()
+
+    def _token_used(self) -> bool:
+        return bool(self.request.META.get("CSRF_COOKIE_NEEDS_UPDATE"))
+
+    def _session_changed(self) -> bool:
+        return bool(getattr(getattr(self.request, "session", None), "modified", 0))
+
+    def token_used(self) -> bool:
+        return self._token_used() and not self._token_used_before
+
+    def session_changed(self) -> bool:
+        return self._session_changed() and not self._session_changed_before
+
+
+def session_digest(request) -> str:
+    """Name the client's session by a digest of its cookie ("": it has none)."""
+    cookie = request.COOKIES.get(settings.SESSION_COOKIE_NAME)
+    return hashlib.sha256(cookie.encode()).hexdigest() if cookie else ""
+
+
+def keep(response, watch: SessionWatch) -> Answer | None:
+    """Decide what the record keeps of ``response``; None: roll its work back.
+
+    Only an error the policy declines is undone (a retry then runs again):
+    the client was told it failed. Any other answer keeps the view's work,
+    since the client may have read it as done, and the record completes; when
+    the answer cannot be kept whole, a retry is told so instead of running the
+    work again (rule 12: no success whose effects are gone).
+    """
+    status = response.status_code
+    if not idempotency_settings.STORE_STATUS(status):
+        if status >= 400:
+            return None
+        return _not_kept(status, "STORE_STATUS declines it")
+    stored = _api_rendering(response)
+    if stored is response and watch.token_used():
+        # The page embeds this session's CSRF token: never store it.
+        return _not_kept(status, "it carries the session's CSRF token")
+    body = bytes(stored.content)
+    if len(body) > idempotency_settings.MAX_STORED_BODY:
+        return _not_kept(
+            status,
+            f"its body of {len(body)} bytes is larger than MAX_STORED_BODY "
+            f"({idempotency_settings.MAX_STORED_BODY})",
+        )
+    session = ""
+    if _tied_to_session(response, watch):
+        # Set-Cookie or Vary: Cookie: replay it only to the session it went to.
+        session = session_digest(watch.request)
+        if not session:
+            return _not_kept(status, "it sets cookies for a client without a session")
+    headers = {name: stored[name] for name in replay_header_names() if name in stored}
+    return Answer(status, body, headers, session)
+
+
+def _not_kept(status: int, reason: str) -> Answer:
+    logger.warning("Not keeping the answer (status %s): %s", status, reason)
+    return Answer(status)
+
+
+def _tied_to_session(response, watch) -> bool:
+    return bool(
+        response.cookies
+        or "Set-Cookie" in response
+        or has_vary_header(response, "Cookie")
+        or watch.session_changed()
+    )
 
 
 def _api_rendering(response):
@@ -67,7 +159,25 @@ def _is_html(renderer) -> bool:
     return renderer.media_type.startswith("text/html")
 
 
-def replay(record) -> HttpResponse:
+def replay(record, session: str) -> HttpResponse:
+    """The stored answer, for a request from ``session`` (its digest).
+
+    A record completed without its answer, or bound to another session,
+    refuses instead: the work is done, so it must not run again.
+    """
+    if record.response_body is None:
+        raise AnswerNotKept(
+            f"The first request with this key completed with status "
+            f"{record.status_code}, but its answer was not kept (too large, tied "
+            "to one session, or not stored by policy). Its work is done: do not "
+            "send it again under a new key; look its result up instead."
+        )
+    if record.session_digest and record.session_digest != session:
+        raise AnswerNotShared(
+            f"The first request with this key completed with status "
+            f"{record.status_code}; its answer set cookies or varies by cookie, "
+            "so it is replayed only to the session that sent it."
+        )
     stored = record.response_headers
     response = HttpResponse(
         record.response_body or b"",

@@ -3,8 +3,10 @@
 import hashlib
 import json
 
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse, HttpResponseRedirect, JsonResponse
+from django.template import engines
 from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.vary import vary_on_cookie
 from rest_framework import permissions, serializers, status, throttling, viewsets
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
@@ -117,6 +119,18 @@ class ChargeView(IdempotencyMixin, APIView):
         return Response({"charge": charge_id, "widget": widget.pk}, status=201)
 
 
+class CookieSettingView(IdempotencyMixin, APIView):
+    """A DRF view that sets a cookie, for clients with or without a session."""
+
+    idempotency_operation = "widget.cookie"
+
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data["name"])
+        response = Response({"id": widget.pk}, status=status.HTTP_201_CREATED)
+        response.set_cookie("last_widget", str(widget.pk))
+        return response
+
+
 class UploadView(IdempotencyMixin, APIView):
     """Keyed uploads, through DRF's parsers and Django's upload handlers."""
 
@@ -188,3 +202,38 @@ def plain_django_view(request):
     response["Location"] = f"/widgets/{widget.pk}/"
     response.set_cookie("session_hint", "secret")
     return response
+
+
+def _create_widget(request):
+    return Widget.objects.create(name=json.loads(request.body)["name"])
+
+
+@csrf_exempt
+@idempotent("widget.redirect")
+def redirecting_view(request):
+    """Post/Redirect/Get: a success answered with a 302."""
+    return HttpResponseRedirect(f"/widgets/{_create_widget(request).pk}/")
+
+
+@csrf_exempt
+@idempotent("widget.redirect.lease", mode="lease")
+def redirecting_lease_view(request):
+    return HttpResponseRedirect(f"/widgets/{_create_widget(request).pk}/")
+
+
+@csrf_exempt
+@idempotent("widget.page")
+def csrf_page_view(request):
+    """A plain Django page with a form: it embeds the session's CSRF token."""
+    widget = _create_widget(request)
+    page = engines["django"].from_string(
+        "<p>Widget {{ pk }}</p><form method=post>{% csrf_token %}</form>"
+    )
+    return HttpResponse(page.render({"pk": widget.pk}, request), status=201)
+
+
+@csrf_exempt
+@idempotent("widget.vary-cookie")
+@vary_on_cookie
+def vary_cookie_view(request):
+    return JsonResponse({"id": _create_widget(request).pk}, status=201)

@@ -1,0 +1,213 @@
+"""What a completed record keeps of an answer, and what a retry of it gets.
+
+No success reaches a client while its work is undone (DESIGN rule 12): an
+answer that is not stored keeps its work, the key completes without it, and
+a retry is told so instead of running the work again.
+"""
+
+import json
+import re
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import Client
+
+from idempotency.checks import check_settings
+from idempotency.models import IdempotencyRecord
+from outbox.models import OutboxMessage
+from project.shop.models import Order
+from tests.testapp.models import Widget
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def problem_type(response):
+    assert response["Content-Type"] == "application/problem+json"
+    return json.loads(response.content)["type"].rsplit("/", 1)[1]
+
+
+def post(client, path, key="k", name="a"):
+    return client.post(
+        path,
+        json.dumps({"name": name}),
+        content_type="application/json",
+        headers={"Idempotency-Key": key},
+    )
+
+
+def session_of(user):
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def assert_kept_without_answer(first_status):
+    record = IdempotencyRecord.objects.get()
+    assert (record.state, record.status_code) == ("completed", first_status)
+    assert record.response_body is None
+
+
+# Item 2: a status STORE_STATUS declines never undoes a success.
+
+
+def test_a_store_status_declining_a_2xx_is_refused_before_any_order(api, settings):
+    settings.IDEMPOTENCY = {"STORE_STATUS": "tests.testapp.policies.only_200"}
+
+    with pytest.raises(ImproperlyConfigured, match="declines success statuses: 201"):
+        api.post("/api/orders/", {"sku": "A", "quantity": 1}, key="k")
+
+    assert Order.objects.count() == OutboxMessage.objects.count() == 0
+    assert IdempotencyRecord.objects.count() == 0
+    [error] = check_settings()
+    assert error.id == "idempotency.E007"
+    assert len(error.msg) < 80
+
+
+@pytest.mark.parametrize("path", ["/t/redirect/", "/t/redirect-lease/"])
+def test_a_declined_success_keeps_its_work_and_a_retry_is_told(user, settings, path):
+    settings.IDEMPOTENCY = {"STORE_STATUS": "tests.testapp.policies.only_2xx"}
+    client = session_of(user)
+
+    first = post(client, path)
+    assert first.status_code == 302
+    assert first["Location"] == f"/widgets/{Widget.objects.get().pk}/"
+    assert_kept_without_answer(302)
+
+    retry = post(client, path)
+    assert retry.status_code == 409
+    assert problem_type(retry) == "answer-not-kept"
+    assert "status 302" in json.loads(retry.content)["detail"]
+    assert "Retry-After" not in retry
+    assert Widget.objects.count() == 1
+
+
+def test_a_declined_error_still_rolls_back_and_runs_again(api, settings):
+    settings.IDEMPOTENCY = {"STORE_STATUS": "tests.testapp.policies.only_2xx"}
+    from tests.testapp import views
+
+    views.faults["402"] = 1  # the widget is created, then a 402 is answered
+    assert api.post("/t/widgets/", {"name": "a"}, key="k").status_code == 402
+    assert Widget.objects.count() == 0
+
+    assert api.post("/t/widgets/", {"name": "a"}, key="k").status_code == 201
+
+
+# Item 7: no session secret in any replay.
+
+
+def test_a_page_with_a_csrf_token_is_never_stored_nor_replayed_to_another_session(
+    user,
+):
+    first_session, second_session = session_of(user), session_of(user)
+
+    first = post(first_session, "/t/page/")
+    assert first.status_code == 201
+    token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', first.content)[1]
+    assert_kept_without_answer(201)
+
+    other = post(second_session, "/t/page/")
+    same = post(first_session, "/t/page/")
+
+    for retry in (other, same):
+        assert retry.status_code == 409
+        assert problem_type(retry) == "answer-not-kept"
+        assert token not in retry.content
+    assert Widget.objects.count() == 1
+
+
+def test_a_page_with_a_csrf_token_in_a_tenant_scope_never_reaches_a_colleague(
+    make_user, settings
+):
+    settings.IDEMPOTENCY = {
+        "SCOPE_RESOLVER": "tests.idempotency.test_security.tenant_scope"
+    }
+    alice = session_of(make_user("alice", last_name="acme"))
+    bob = session_of(make_user("bob", last_name="acme"))
+
+    first = post(alice, "/t/page/")
+    colleague = post(bob, "/t/page/")
+
+    assert b"csrfmiddlewaretoken" in first.content
+    assert colleague.status_code == 409
+    assert b"csrfmiddlewaretoken" not in colleague.content
+    assert Widget.objects.count() == 1
+
+
+@pytest.mark.parametrize("path", ["/t/plain/", "/t/vary-cookie/", "/t/cookie/"])
+def test_a_cookie_bound_answer_replays_only_to_its_own_session(user, path):
+    first_session, second_session = session_of(user), session_of(user)
+
+    first = post(first_session, path)
+    other = post(second_session, path)
+    same = post(first_session, path)
+
+    assert first.status_code == 201
+    assert other.status_code == 409
+    assert problem_type(other) == "answer-not-shared"
+    assert first.content not in other.content
+    assert same["Idempotent-Replayed"] == "true"
+    assert same.content == first.content
+    record = IdempotencyRecord.objects.get()
+    assert len(record.session_digest) == 64
+    # Only a digest of the session cookie is stored, never the cookie.
+    assert first_session.session.session_key not in record.session_digest
+    assert Widget.objects.count() == 1
+
+
+def test_a_cookie_bound_answer_without_a_session_is_not_kept(api):
+    # HTTP Basic: no session cookie to bind the answer to.
+    first = api.post("/t/cookie/", {"name": "a"}, key="k")
+    retry = api.post("/t/cookie/", {"name": "a"}, key="k")
+
+    assert first.status_code == 201
+    assert "last_widget" in first.cookies
+    assert_kept_without_answer(201)
+    assert problem_type(retry) == "answer-not-kept"
+    assert Widget.objects.count() == 1
+
+
+# Item 12d: MAX_STORED_BODY bounds what is stored, and loses nothing.
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [("/t/widgets/", {"name": "a"}), ("/t/charge/", {})],
+    ids=["atomic", "lease"],
+)
+def test_an_answer_over_max_stored_body_reaches_the_client_and_keeps_its_work(
+    api, settings, path, body
+):
+    settings.IDEMPOTENCY = {"MAX_STORED_BODY": 8}
+
+    first = api.post(path, body, key="k")
+    assert first.status_code == 201
+    assert len(first.content) > 8
+    assert Widget.objects.count() == 1
+    assert_kept_without_answer(201)
+
+    retry = api.post(path, body, key="k")
+    assert retry.status_code == 409
+    assert problem_type(retry) == "answer-not-kept"
+    assert Widget.objects.count() == 1
+
+
+def test_an_answer_at_max_stored_body_is_stored(api, settings):
+    first = api.post("/t/widgets/", {"name": "a"}, key="k")
+    IdempotencyRecord.objects.all().delete()
+    Widget.objects.all().delete()
+    settings.IDEMPOTENCY = {"MAX_STORED_BODY": len(first.content)}
+
+    api.post("/t/widgets/", {"name": "a"}, key="k")
+    replay = api.post("/t/widgets/", {"name": "a"}, key="k")
+
+    assert replay["Idempotent-Replayed"] == "true"
+
+
+@pytest.mark.parametrize("value", [0, -1, "1MB", True, 1.5])
+def test_a_bad_max_stored_body_is_refused(api, settings, value):
+    settings.IDEMPOTENCY = {"MAX_STORED_BODY": value}
+
+    assert [error.id for error in check_settings()] == ["idempotency.E012"]
+    with pytest.raises(ImproperlyConfigured, match="MAX_STORED_BODY"):
+        api.post("/t/widgets/", {"name": "a"}, key="k")
+    assert Widget.objects.count() == 0
