@@ -5,8 +5,10 @@ from functools import partial, reduce
 
 from django.contrib import admin
 from django.contrib.admin import helpers
+from django.contrib.admin.utils import display_for_value
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Case, F, Q, TextField, When
+from django.db.models.functions import Cast
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
@@ -23,7 +25,7 @@ from idempotency.console.admin import (
 
 from .conf import webhooks_settings
 from .models import WebhookReceipt, WebhookRejection
-from .verifiers.base import REASONS
+from .verifiers.base import EARLIEST_EVENT_TIME, LATEST_EVENT_TIME, REASONS
 
 State = WebhookReceipt.State
 STATE_COLOURS: dict[str, str] = {
@@ -73,7 +75,7 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
         "event_type",
         "state_badge",
         "attempts",
-        "occurred_at",
+        "occurred",
         "received_at",
         "processed_at",
     ]
@@ -89,13 +91,40 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
         "event_type",
         "state",
         "attempts",
-        "occurred_at",
+        "occurred",
         "received_at",
         "processed_at",
         "last_error_text",
         "pretty_headers",
         "pretty_payload",
     )
+
+    def get_queryset(self, request):
+        # The provider chose occurred_at: a value the database keeps but Python
+        # cannot hold (a year-0 time stored before intake checked it) must not
+        # take the console down with it. Never loaded as such; see occurred().
+        return (
+            super()
+            .get_queryset(request)
+            .defer("occurred_at")
+            .annotate(
+                occurred_at_readable=Case(
+                    When(
+                        occurred_at__range=(EARLIEST_EVENT_TIME, LATEST_EVENT_TIME),
+                        then=F("occurred_at"),
+                    ),
+                    default=None,
+                ),
+                occurred_at_text=Cast("occurred_at", TextField()),
+            )
+        )
+
+    @admin.display(description=_("occurred at"), ordering="occurred_at")
+    def occurred(self, obj):
+        if obj.occurred_at_readable is not None:
+            return display_for_value(obj.occurred_at_readable, "—")
+        # Out of Python's range: shown as the database writes it.
+        return obj.occurred_at_text or "—"
 
     @admin.display(description=_("last error"))
     def last_error_text(self, obj):

@@ -5,8 +5,9 @@ import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from enum import StrEnum
+from typing import NoReturn
 
-from django.db import router, transaction
+from django.db import InterfaceError, OperationalError, router, transaction
 
 from idempotency.shared import clock
 
@@ -40,10 +41,21 @@ class HandlerFailed(Exception):
         self.receipt_id = receipt_id
 
 
+class ReceiptUnreadable(Exception):
+    """A stored receipt could not be read (a value the database keeps but
+    Python cannot hold); it says failed with the reason. Not retried: every
+    read fails the same way."""
+
+    def __init__(self, receipt_id: int, message: str):
+        super().__init__(message)
+        self.receipt_id = receipt_id
+
+
 def process(receipt_id: int) -> Outcome:
     """Run the handlers of one receipt unless it is finished; say what happened.
 
-    Raises ``HandlerFailed`` after recording the failure.
+    Raises ``HandlerFailed`` or ``ReceiptUnreadable`` after recording the
+    failure.
     """
     receipts = _receipts()
     try:
@@ -52,39 +64,40 @@ def process(receipt_id: int) -> Outcome:
             # SKIP LOCKED: a second worker on the same receipt leaves at once
             # instead of holding a connection until the first commits (then
             # the state check below would send it away).
-            receipt = receipts.lock_for_processing(receipt_id).first()
-            if receipt is None:
+            if receipts.lock_for_processing(receipt_id).first() is None:
                 gone = not receipts.filter(pk=receipt_id).exists()
                 return Outcome.MISSING if gone else Outcome.BUSY
+            receipt = _read(receipts, receipt_id)
             if receipt.state in WebhookReceipt.FINISHED:
                 return Outcome(receipt.state)
             return _run_handlers(receipt)
     except Exception as exc:
-        raise _failed(receipts, receipt_id, exc) from exc
+        _fail(receipts, receipt_id, exc)
 
 
 def process_next() -> int | None:
     """Process the oldest received receipt no other worker holds; return its
     id, or None when there is none.
 
-    Raises ``HandlerFailed`` after recording the failure.
+    Raises ``HandlerFailed`` or ``ReceiptUnreadable`` after recording the
+    failure.
     """
     receipts = _receipts()
-    receipt = None
+    taken = None
     try:
         # As in process(): the handlers' writes and the mark commit as one.
         with transaction.atomic(using=receipts.db):
             # SKIP LOCKED: concurrent drains each take the next receipt no
             # other holds, so none waits and none runs a receipt twice.
-            receipt = receipts.next_received().first()
-            if receipt is None:
+            taken = receipts.next_received().first()
+            if taken is None:
                 return None
-            _run_handlers(receipt)
-            return receipt.pk
+            _run_handlers(_read(receipts, taken))
+            return taken
     except Exception as exc:
-        if receipt is None:
-            raise  # taking the receipt failed (the database), not a handler
-        raise _failed(receipts, receipt.pk, exc) from exc
+        if taken is None:
+            raise  # taking a receipt failed (the database), not a receipt
+        _fail(receipts, taken, exc)
 
 
 def drain(limit: int, retry: Callable[[int], None]) -> int:
@@ -99,12 +112,26 @@ def drain(limit: int, retry: Callable[[int], None]) -> int:
                 break
         except HandlerFailed as exc:
             retry(exc.receipt_id)
+        except ReceiptUnreadable:
+            pass  # marked failed with the reason; the others still run
         ran += 1
     return ran
 
 
 def _receipts():
     return WebhookReceipt.objects.db_manager(router.db_for_write(WebhookReceipt))
+
+
+def _read(receipts, pk) -> WebhookReceipt:
+    """Load a receipt this worker locked; raise ``ReceiptUnreadable`` when
+    one of its stored values cannot be read (the row's fault, not the
+    database's: a lost connection is raised as it is)."""
+    try:
+        return receipts.get(pk=pk)
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception as exc:
+        raise ReceiptUnreadable(pk, f"receipt {pk} cannot be read: {exc!r}") from exc
 
 
 def _run_handlers(receipt) -> Outcome:
@@ -127,12 +154,15 @@ def _run_handlers(receipt) -> Outcome:
     return Outcome(receipt.state)
 
 
-def _failed(receipts, receipt_id, exc) -> HandlerFailed:
+def _fail(receipts, receipt_id, exc) -> NoReturn:
+    """Mark the receipt failed with the traceback of ``exc``, then raise."""
     error = traceback.format_exc()[-MAX_ERROR_LENGTH:]
     # A short transaction of its own: the failed one rolled back.
     receipts.record_failure(receipt_id, error)
     logger.warning("webhook receipt %s failed: %r", receipt_id, exc)
-    return HandlerFailed(receipt_id, f"receipt {receipt_id}: {exc!r}")
+    if isinstance(exc, ReceiptUnreadable):
+        raise exc
+    raise HandlerFailed(receipt_id, f"receipt {receipt_id}: {exc!r}") from exc
 
 
 def enqueue_waiting(older_than: timedelta, enqueue: Callable, limit=1000) -> int:

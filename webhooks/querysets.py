@@ -28,16 +28,26 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
             .first()
         )
 
+    # These two lock and return ids only: a row whose values cannot be read
+    # is still taken, and marked failed, instead of failing every drain.
+
     def lock_for_processing(self, pk):
-        """The receipt, row-locked for this worker; empty when another holds it."""
-        return self.select_for_update(skip_locked=True).filter(pk=pk)
+        """The receipt's id, row-locked for this worker; empty when another
+        holds it (or it is gone)."""
+        return (
+            self.select_for_update(skip_locked=True)
+            .filter(pk=pk)
+            .values_list("pk", flat=True)
+        )
 
     def next_received(self):
-        """The oldest received receipt no other worker holds, row-locked."""
+        """The id of the oldest received receipt no other worker holds,
+        row-locked."""
         return (
             self.select_for_update(skip_locked=True)
             .filter(state=self.model.State.RECEIVED)
-            .order_by("received_at", "pk")[:1]
+            .order_by("received_at", "pk")
+            .values_list("pk", flat=True)[:1]
         )
 
     def purgeable(self, now):

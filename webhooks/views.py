@@ -20,6 +20,9 @@ from .verifiers.base import MALFORMED_BODY, REPLAYED_BODY, VerificationFailed
 
 logger = logging.getLogger("webhooks")
 State = WebhookReceipt.State
+# Inserts one delivery tries while the receipts it conflicts with keep
+# disappearing (purged or deleted between the INSERT and the read).
+INSERT_ATTEMPTS = 3
 
 
 class WebhookView(View):
@@ -90,18 +93,36 @@ class WebhookView(View):
         # No explicit transaction: the INSERT commits on its own (one round
         # trip), and on_commit then enqueues once the row is durable. Inside
         # an outer atomic block (ATOMIC_REQUESTS) both wait for its commit.
-        pk = receipts.insert_received(
-            source=config.name,
-            delivery=delivery,
-            headers=config.filter_headers(request.headers),
-            body=body,
-            body_sha256=body_sha256,
-            now=clock.now(),
+        for _attempt in range(INSERT_ATTEMPTS):
+            pk = receipts.insert_received(
+                source=config.name,
+                delivery=delivery,
+                headers=config.filter_headers(request.headers),
+                body=body,
+                body_sha256=body_sha256,
+                now=clock.now(),
+            )
+            if pk is not None:
+                self.enqueue(pk, receipts.db)
+                return _answer(202, delivery, State.RECEIVED)
+            existing = receipts.duplicate_of(
+                config.name, delivery.delivery_id, body_sha256
+            )
+            if existing is not None:
+                return self.duplicate(config, delivery, existing, receipts)
+            # The receipt it conflicted with was purged or deleted since:
+            # nothing keeps this delivery from being new now, so insert again.
+        # Deleted under every attempt: the provider retries later.
+        return problem_response(
+            503,
+            "Webhook receipt busy.",
+            slug="webhook-busy",
+            detail="A receipt for this delivery was being removed; retry.",
+            retry_after=1,
         )
-        if pk is not None:
-            self.enqueue(pk, receipts.db)
-            return _answer(202, delivery, State.RECEIVED)
-        existing = receipts.duplicate_of(config.name, delivery.delivery_id, body_sha256)
+
+    def duplicate(self, config, delivery, existing, receipts):
+        """Answer a delivery whose receipt (or body) is already stored."""
         if existing.delivery_id != delivery.delivery_id:
             # A stored body under a new delivery id: a captured delivery sent
             # again. Answered as the duplicate it is, counted for operators.

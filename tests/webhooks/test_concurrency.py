@@ -14,6 +14,7 @@ from tests.webhooks import signing
 from webhooks import processing
 from webhooks.handlers import on
 from webhooks.models import WebhookReceipt, WebhookRejection
+from webhooks.querysets import WebhookReceiptQuerySet as WebhookQuerySet
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
@@ -172,3 +173,53 @@ def test_a_real_worker_processes_a_delivery(runs, eager_celery):
 def _drop_connections(app):
     app._pool = None
     app.amqp._producer_pool = None
+
+
+def test_a_receipt_removed_between_the_insert_and_its_read_makes_a_fresh_delivery(
+    monkeypatch, runs
+):
+    """A purge (or a delete) commits on another connection after the INSERT
+    conflicted with the receipt and before the view reads it: the delivery
+    is inserted again as new, never a 500."""
+    assert deliver() == 202
+    first = WebhookReceipt.objects.get()
+    duplicate_of = WebhookQuerySet.duplicate_of
+    removed = []
+
+    def removed_first(self, *args):
+        if not removed:
+            # Another connection (run_concurrently's thread) commits it.
+            removed.append(run_concurrently(1, lambda _: _delete(first.pk)))
+        return duplicate_of(self, *args)
+
+    monkeypatch.setattr(WebhookQuerySet, "duplicate_of", removed_first)
+
+    assert deliver() == 202
+    assert removed == [[1]]
+    again = WebhookReceipt.objects.get()
+    assert again.pk != first.pk
+    assert again.state == "processed"  # enqueued and run (eager Celery)
+    assert runs == ["evt_race", "evt_race"]
+
+
+def test_a_delivery_whose_conflict_keeps_vanishing_is_503_to_retry(monkeypatch):
+    assert deliver() == 202
+    monkeypatch.setattr(WebhookQuerySet, "duplicate_of", lambda self, *args: None)
+
+    response = Client().post(
+        "/webhooks/github/",
+        signing.event_body("evt_race"),
+        content_type="application/json",
+        headers=signing.github_headers(
+            signing.event_body("evt_race"), delivery_id="evt_race"
+        ),
+    )
+
+    assert response.status_code == 503
+    assert response["Retry-After"] == "1"
+    assert response["Content-Type"] == "application/problem+json"
+    assert WebhookReceipt.objects.count() == 1
+
+
+def _delete(pk):
+    return WebhookReceipt.objects.filter(pk=pk).delete()[0]

@@ -1,9 +1,11 @@
 """Real threads on PostgreSQL: concurrent drains share the received receipts."""
 
 import threading
+import time
+from datetime import timedelta
 
 import pytest
-from django.db import connections
+from django.db import connections, transaction
 from django.utils import timezone
 
 from webhooks import processing
@@ -62,3 +64,47 @@ def test_two_concurrent_drains_process_every_receipt_exactly_once():
     assert set(WebhookReceipt.objects.values_list("state", "attempts")) == {
         ("processed", 1)
     }
+
+
+def test_a_drain_skips_a_receipt_another_worker_holds_at_once_and_takes_the_next():
+    """SKIP LOCKED is required: without it the drain would wait on the held
+    receipt for as long as its worker keeps it, then take it after all."""
+    now = timezone.now()
+    held, free = (
+        WebhookReceipt.objects.create(
+            source="github",
+            delivery_id=f"evt_{name}",
+            event_type="push",
+            body=b'{"id": "evt"}',
+            received_at=now + timedelta(seconds=offset),
+        ).pk
+        for offset, name in enumerate(("held", "free"))
+    )
+    hold = 5.0
+    locked, release = threading.Event(), threading.Event()
+
+    def holder():
+        # Another worker in the middle of processing the older receipt.
+        try:
+            with transaction.atomic():
+                WebhookReceipt.objects.select_for_update().get(pk=held)
+                locked.set()
+                release.wait(hold)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert locked.wait(10), "the holder never took the lock"
+        started = time.monotonic()
+        taken = processing.process_next()
+        elapsed = time.monotonic() - started
+    finally:
+        release.set()
+        thread.join(hold + 5)
+
+    assert taken == free
+    assert elapsed < hold / 5
+    states = dict(WebhookReceipt.objects.values_list("pk", "state"))
+    assert states == {held: "received", free: "skipped"}

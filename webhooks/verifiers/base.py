@@ -4,8 +4,8 @@ import hmac
 import logging
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -40,6 +40,14 @@ REASONS = (
 _VISIBLE = re.compile(r"[\x20-\x7e]*")
 _IDENTIFIER = re.compile(r"[\x21-\x7e]{1,255}")
 _SECONDS = re.compile(r"[0-9]{1,12}")
+
+# The event times a receipt may keep: a day inside Python's datetime range,
+# so the stored value reads back in any time zone (PostgreSQL would store
+# year 0 or 10000, and every later read of the row would fail).
+EARLIEST_EVENT_TIME = datetime.min.replace(tzinfo=UTC) + timedelta(days=1)
+LATEST_EVENT_TIME = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
+# The widest offset a real time zone uses (UTC+14:00, the Line Islands).
+MAX_UTC_OFFSET = timedelta(hours=14)
 
 
 class VerificationFailed(Exception):
@@ -122,7 +130,12 @@ class BaseVerifier:
             raise VerificationFailed(VERIFIER_ERROR) from None
         if not isinstance(delivery, Delivery):
             raise VerificationFailed(VERIFIER_ERROR)
-        return delivery
+        if delivery.occurred_at is None:
+            return delivery
+        if not isinstance(delivery.occurred_at, datetime):
+            raise VerificationFailed(VERIFIER_ERROR)
+        # Every verifier's event time passes here, a custom one's too.
+        return replace(delivery, occurred_at=event_time(delivery.occurred_at))
 
     # Helpers for subclasses.
 
@@ -154,6 +167,39 @@ class BaseVerifier:
         return datetime.fromtimestamp(signed_at, UTC)
 
     @staticmethod
+    def iso_event_time(value) -> datetime | None:
+        """Read an ISO 8601 event time from a signed body; None when absent.
+
+        Present but unreadable or out of range is the sender's bug (400):
+        stored, it could not be read back, nor order the event.
+        """
+        if value is None:
+            return None
+        if not isinstance(value, str) or len(value) > 64:
+            raise VerificationFailed(MALFORMED_BODY, "event time malformed")
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise VerificationFailed(MALFORMED_BODY, "event time malformed") from None
+        # No offset: taken as UTC, the only reading that needs no guess.
+        return event_time(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+
+    @staticmethod
+    def epoch_event_time(value) -> datetime | None:
+        """Read an event time in Unix seconds from a signed body; None when absent."""
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise VerificationFailed(MALFORMED_BODY, "event time malformed")
+        try:
+            moment = datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise VerificationFailed(
+                MALFORMED_BODY, "event time out of range"
+            ) from None
+        return event_time(moment)
+
+    @staticmethod
     def matches(expected: Iterable[bytes], candidates: Iterable[bytes]) -> bool:
         """Whether any candidate equals any expected digest (constant time each)."""
         candidates = list(candidates)
@@ -175,3 +221,22 @@ class BaseVerifier:
             return bodies.json_object(body, headers.get("Content-Type"))
         except ValueError as exc:
             raise VerificationFailed(MALFORMED_BODY, f"body: {exc}") from None
+
+
+def event_time(moment: datetime) -> datetime:
+    """Return an event time in UTC if a receipt can keep it; else refuse it (400).
+
+    Naive times are a verifier's bug: it must say which zone it read.
+    """
+    offset = moment.utcoffset()
+    if offset is None:
+        raise VerificationFailed(VERIFIER_ERROR, "event time has no time zone")
+    if abs(offset) > MAX_UTC_OFFSET:
+        raise VerificationFailed(MALFORMED_BODY, "event time offset out of range")
+    try:
+        moment = moment.astimezone(UTC)
+    except OverflowError:
+        raise VerificationFailed(MALFORMED_BODY, "event time out of range") from None
+    if not EARLIEST_EVENT_TIME <= moment <= LATEST_EVENT_TIME:
+        raise VerificationFailed(MALFORMED_BODY, "event time out of range")
+    return moment

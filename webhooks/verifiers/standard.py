@@ -4,7 +4,6 @@ import base64
 import binascii
 import hashlib
 import hmac
-from datetime import UTC, datetime
 
 from .base import (
     BAD_SIGNATURE,
@@ -62,7 +61,9 @@ class StandardWebhooksVerifier(BaseVerifier):
         return Delivery(
             delivery_id=msg_id,
             event_type=event_type,
-            occurred_at=_event_time(event.get("timestamp")),
+            # The payload's own timestamp says when the event happened; the
+            # header's is re-signed on every retry, so it cannot order events.
+            occurred_at=self.iso_event_time(event.get("timestamp")),
         )
 
 
@@ -94,15 +95,3 @@ def _signatures(header):
     if not signatures:
         raise Failed(MALFORMED_HEADER, "webhook-signature has no v1 signature")
     return signatures
-
-
-def _event_time(value):
-    # The payload's own timestamp says when the event happened; the header's
-    # is re-signed on every retry, so it cannot order events.
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -2,7 +2,6 @@
 
 import hashlib
 import hmac
-from datetime import UTC, datetime
 
 from .base import (
     BAD_SIGNATURE,
@@ -32,13 +31,7 @@ class StripeVerifier(BaseVerifier):
         if not self.matches(expected, signatures):
             raise Failed(BAD_SIGNATURE)
         event = self.json_object(body, headers)
-        created = event.get("created")
-        occurred_at = None
-        if isinstance(created, int) and not isinstance(created, bool):
-            try:
-                occurred_at = datetime.fromtimestamp(created, UTC)
-            except (OverflowError, OSError, ValueError):
-                raise Failed(MALFORMED_BODY, "created is out of range") from None
+        occurred_at = self.epoch_event_time(event.get("created"))
         try:
             return Delivery(
                 # The event id: the same on every retry of one event.
