@@ -1,17 +1,21 @@
 """Apply each message once: ``receive()`` and the ``@consumer`` decorator."""
 
 import functools
+import json
 import logging
+import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from celery import current_task
+from celery import Task, current_task, shared_task
+from celery.exceptions import Ignore, Reject, Retry
 from django.db import router, transaction
 
 from idempotency.shared import clock
 
-from .exceptions import MessageIdMissing
+from .conf import inbox_settings
+from .exceptions import InboxError, MessageIdInvalid, MessageIdMissing
 from .models import InboxMessage
 
 # Where a message id is looked up, in order: our outbox's header, Debezium's
@@ -42,8 +46,8 @@ def receive(
     """
     if not subscriber or not message_id:
         raise MessageIdMissing("receive() needs a subscriber and a message id.")
+    message_id = checked_message_id(message_id)
     using = using or router.db_for_write(InboxMessage)
-    message_id = str(message_id)
     # savepoint=False: inside the caller's transaction this costs no extra
     # round trips, and a failure must roll the caller's work back anyway.
     with transaction.atomic(using=using, savepoint=False):
@@ -53,6 +57,24 @@ def receive(
         if not inserted:
             logger.info("Dropped a redelivery of %s to %s", message_id, subscriber)
         yield Delivery(subscriber, message_id, duplicate=not inserted)
+
+
+def checked_message_id(message_id) -> str:
+    """``message_id`` as the inbox stores it, or MessageIdInvalid.
+
+    Refused here, before any transaction: the database would refuse it in
+    the middle of one (a DataError), after the consumer's work began.
+    """
+    message_id = str(message_id)
+    limit = InboxMessage._meta.get_field("message_id").max_length or 0
+    if len(message_id) > limit:
+        raise MessageIdInvalid(
+            f"Message id of {len(message_id)} characters; the inbox keeps at "
+            f"most {limit}."
+        )
+    if "\x00" in message_id:
+        raise MessageIdInvalid("Message id holds a NUL character.")
+    return message_id
 
 
 def message_id_from(headers: dict | None = None, body=None) -> str | None:
@@ -92,6 +114,8 @@ def consumer(
                 return func(*args, **kwargs)
 
         wrapper.subscriber = subscriber  # type: ignore[attr-defined]
+        # ConsumerTask names a dead message by it, as the wrapper found it.
+        wrapper.message_id_of = functools.partial(_resolve, message_id)  # type: ignore[attr-defined]
         return wrapper
 
     return decorator
@@ -122,3 +146,135 @@ def _from_task() -> str | None:
     request = task.request
     custom = {name: request.get(name) for name in (OUTBOX_HEADER, *CLOUDEVENTS_HEADERS)}
     return message_id_from(custom) or request.id
+
+
+class ConsumerTask(Task):
+    """The base of a Celery task that runs an ``@consumer``.
+
+    Nothing a consumer raises is lost. A run that raises is retried with the
+    same task id (so the same message id), with capped exponential backoff,
+    ``INBOX["MAX_ATTEMPTS"]`` runs in all; after the last one the message is
+    recorded as a dead inbox row, which the console lists and can replay, and
+    the broker's copy is acked. A worker lost mid-run puts the message back
+    in the queue (``reject_on_worker_lost``); so does a failure that cannot
+    be retried or recorded (the broker or the database down): the message is
+    never acked, or dropped, unrecorded.
+    """
+
+    # Acked after the run committed, never before; a lost worker requeues it.
+    acks_late = True
+    reject_on_worker_lost = True
+    # A raise that escapes the handling below rejects the message instead of
+    # acking it: on RabbitMQ a dead-letter exchange keeps it.
+    acks_on_failure_or_timeout = False
+    # INBOX["MAX_ATTEMPTS"] bounds the retries, read at run time.
+    max_retries = None
+
+    def __call__(self, *args, **kwargs):
+        if self.request.called_directly:
+            return super().__call__(*args, **kwargs)
+        # In a worker, the request of this run is pushed already:
+        # Task.__call__ would push one without its id and retries on top.
+        try:
+            return self.run(*args, **kwargs)
+        except (Retry, Reject, Ignore):
+            raise  # Celery's own flow, raised by the handler on purpose
+        except Exception as exc:
+            self._retry_or_bury(exc, args, kwargs)
+
+    def _retry_or_bury(self, exc, args, kwargs):
+        attempt = self.request.retries + 1
+        try:
+            last = attempt >= inbox_settings.MAX_ATTEMPTS
+            # A refused message id is refused again on every retry.
+            if not last and not isinstance(exc, InboxError):
+                raise self.retry(exc=exc, countdown=_backoff(attempt))
+            _bury(self, exc, attempt, args, kwargs)
+        except Retry:
+            raise
+        except Exception as problem:
+            # Cannot retry (broker) or record (database): requeue the message
+            # rather than ack or drop it. Celery's retry raises Reject(requeue=
+            # False) when its publish fails, which would drop it.
+            logger.error(
+                "Could not retry or bury %s[%s]; requeued: %r",
+                self.name,
+                self.request.id,
+                problem,
+            )
+            raise Reject(problem, requeue=True) from exc
+        logger.error(
+            "%s[%s] raised %d time(s) and is dead: %r",
+            self.name,
+            self.request.id,
+            attempt,
+            exc,
+        )
+        # Recorded: ack the broker's copy (Ignore acks; a failure would not).
+        raise Ignore() from exc
+
+
+def consumer_task(
+    subscriber: str,
+    *,
+    name: str,
+    message_id: str | Callable | None = None,
+    **options,
+) -> Callable[[Callable], Task]:
+    """``@shared_task(name=..., base=ConsumerTask)`` over ``@consumer(...)``:
+    a consumer task with the inbox's acks, retries and dead state."""
+
+    def decorator(func):
+        handler = consumer(subscriber, message_id=message_id)(func)
+        return shared_task(name=name, base=ConsumerTask, **options)(handler)
+
+    return decorator
+
+
+def _backoff(attempt: int) -> float:
+    """Seconds before the next run: doubling, capped, jittered (equal jitter,
+    so retries of many failed messages do not come back in step)."""
+    cap = inbox_settings.RETRY_BACKOFF_MAX.total_seconds()
+    ceiling = min(cap, 2.0**attempt)
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def _bury(task, exc, attempt, args, kwargs) -> None:
+    request = task.request
+    subscriber = getattr(task.run, "subscriber", task.name)
+    try:
+        message_id = checked_message_id(task.run.message_id_of(args, kwargs))
+    except (AttributeError, InboxError):
+        # No usable message id: named by the task id, which a replay keeps.
+        message_id = request.id
+    InboxMessage.objects.bury(
+        subscriber,
+        message_id,
+        clock.now(),
+        attempts=attempt,
+        error=repr(exc)[:2000],
+        redrive=_redrive(task, args, kwargs),
+        using=router.db_for_write(InboxMessage),
+    )
+
+
+def _redrive(task, args, kwargs) -> dict | None:
+    """What a replay sends again: the same task, id, arguments and headers."""
+    request = task.request
+    redrive = {
+        "task": task.name,
+        "id": request.id,
+        "args": list(args),
+        "kwargs": kwargs,
+        "headers": {
+            name: value
+            for name, value in (request.headers or {}).items()
+            if not name.startswith("x-")  # RabbitMQ's x-death and the like
+        },
+        "queue": (request.delivery_info or {}).get("routing_key"),
+    }
+    try:
+        json.dumps(redrive)
+    except (TypeError, ValueError):
+        return None  # not JSON (a pickle serializer): replay from the producer
+    return redrive

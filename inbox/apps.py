@@ -20,6 +20,7 @@ class InboxConfig(AppConfig):
 
         checks.register(inbox_checks.check_settings)
         checks.register(inbox_checks.check_base_app)
+        checks.register(inbox_checks.check_consumer_tasks)
         setting_changed.connect(
             inbox_settings.on_setting_changed, dispatch_uid="inbox-conf"
         )

@@ -1,10 +1,13 @@
-"""System checks for the INBOX settings."""
+"""System checks for the INBOX settings and the consumer tasks."""
 
+from celery import current_app
 from django.core.checks import Error
 from django.core.exceptions import ImproperlyConfigured
 
 from idempotency.shared.checks import base_app_installed
+from idempotency.shared.workers import import_task_modules
 
+from .api import ConsumerTask
 from .conf import inbox_settings, short_retention
 
 check_base_app = base_app_installed("inbox", "inbox.E003")
@@ -22,3 +25,40 @@ def check_settings(app_configs=None, **kwargs):
     if why:
         return [Error(why, id="inbox.E004")]
     return []
+
+
+def check_consumer_tasks(app_configs=None, **kwargs):
+    """Every Celery task running an ``@consumer`` has the inbox's wiring:
+    without it, a consumer that raises has its message acked and lost."""
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    import_task_modules(app)
+    errors = []
+    for name, task in sorted(app.tasks.items()):
+        if not hasattr(task.run, "subscriber"):
+            continue  # not an @consumer
+        missing = missing_wiring(task)
+        if missing:
+            errors.append(
+                Error(
+                    f"Celery task {name!r} runs an @consumer without "
+                    f"{', '.join(missing)}.",
+                    hint="Declare it with inbox.api.consumer_task, or give "
+                    "@shared_task base=inbox.api.ConsumerTask, and keep its acks.",
+                    id="inbox.E006",
+                )
+            )
+    return errors
+
+
+def missing_wiring(task) -> list[str]:
+    """What ``task`` lacks of ConsumerTask's acks, retries and dead state."""
+    missing = []
+    if not isinstance(task, ConsumerTask):
+        missing.append("base=ConsumerTask (retries, then a dead row)")
+    if not task.acks_late:
+        missing.append("acks_late")
+    if not task.reject_on_worker_lost:
+        missing.append("reject_on_worker_lost")
+    if task.acks_on_failure_or_timeout:
+        missing.append("acks_on_failure_or_timeout=False")
+    return missing

@@ -4,18 +4,68 @@ from datetime import timedelta
 
 from celery import current_app
 from django.core.exceptions import ImproperlyConfigured
+from kombu.transport import get_transport_cls
 
-from idempotency.shared.settings import AppSettings, Option, duration, seconds
+from idempotency.shared.settings import (
+    AppSettings,
+    InvalidSetting,
+    Option,
+    duration,
+    positive_int,
+    seconds,
+)
+
+# The floor of RETENTION and REDELIVERY_HORIZON: Redis's default visibility
+# timeout, after which a message a lost worker held comes back. An id
+# forgotten sooner would let that redelivery run the consumer again.
+MIN_HORIZON = timedelta(hours=1)
+# More attempts than this is a typo; each one is a Celery retry.
+MAX_ATTEMPTS_LIMIT = 100
+
+
+def duration_at_least(floor: timedelta):
+    """A ``duration`` no shorter than ``floor``."""
+
+    def validate(value) -> timedelta:
+        delta = duration(value)
+        if delta < floor:
+            raise InvalidSetting(
+                f"must be at least {seconds(floor)}, not {seconds(delta)}.",
+                "A redelivery can come that late; a shorter duration would "
+                "let it run the consumer twice.",
+            )
+        return delta
+
+    return validate
+
+
+def attempts(value) -> int:
+    count = positive_int(value)
+    if count > MAX_ATTEMPTS_LIMIT:
+        raise InvalidSetting(
+            f"must be at most {MAX_ATTEMPTS_LIMIT}, not {count}.",
+            "After the last attempt the message is dead, for an operator.",
+        )
+    return count
+
 
 inbox_settings = AppSettings(
     "INBOX",
     {
         # How long a received message id is remembered.
-        "RETENTION": Option(timedelta(days=30), duration, "inbox.E002"),
+        "RETENTION": Option(
+            timedelta(days=30), duration_at_least(MIN_HORIZON), "inbox.E002"
+        ),
         # The longest a message can come back after its first delivery: broker
         # visibility timeout, Celery retries x backoff cap, a manual redrive.
         # The broker's visibility_timeout is added to the check when larger.
-        "REDELIVERY_HORIZON": Option(timedelta(days=7), duration, "inbox.E002"),
+        "REDELIVERY_HORIZON": Option(
+            timedelta(days=7), duration_at_least(MIN_HORIZON), "inbox.E002"
+        ),
+        # Runs of a ConsumerTask that raised before its message is dead.
+        "MAX_ATTEMPTS": Option(5, attempts, "inbox.E005"),
+        # The cap of the exponential backoff between those runs.
+        "RETRY_BACKOFF_MAX": Option(timedelta(minutes=10), duration, "inbox.E002"),
     },
     shape_id="inbox.E001",
 )
@@ -23,20 +73,48 @@ inbox_settings = AppSettings(
 
 def visibility_timeout() -> timedelta:
     """The broker's visibility timeout: Redis and SQS redeliver an unacked
-    message after it (0 when the broker has none)."""
+    message after it (0 when the broker has none).
+
+    Unset, it is the transport's own default (an hour on Redis), not 0.
+    """
     options = current_app.conf.broker_transport_options or {}
-    timeout = options.get("visibility_timeout") or 0
+    timeout = options.get("visibility_timeout")
+    if timeout is None:
+        timeout = _transport_default_visibility_timeout()
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         return timedelta(0)  # not ours to validate; kombu reports it
-    return timedelta(seconds=timeout)
+    return timedelta(seconds=max(timeout, 0))
+
+
+def _transport_default_visibility_timeout() -> float:
+    try:
+        transport = get_transport_cls(current_app.connection_for_write().transport_cls)
+    except ImportError:  # a transport whose client is not installed runs nothing
+        return 0
+    channel = getattr(transport, "Channel", None)
+    # Redis names it visibility_timeout; SQS, default_visibility_timeout.
+    for name in ("visibility_timeout", "default_visibility_timeout"):
+        value = getattr(channel, name, None)
+        if isinstance(value, int | float):
+            return value
+    return 0
+
+
+def retry_span() -> timedelta:
+    """How late a ConsumerTask's last retry can run: one backoff cap per retry."""
+    return (inbox_settings.MAX_ATTEMPTS - 1) * inbox_settings.RETRY_BACKOFF_MAX
 
 
 def short_retention(retention: timedelta, horizon: timedelta) -> str | None:
     """Why ``retention`` cannot guard redeliveries, or None when it can."""
     timeout = visibility_timeout()
-    if retention >= max(horizon, timeout):
+    span = retry_span()
+    if retention >= max(horizon, timeout, span):
         return None
-    if timeout > horizon:
+    if span > max(horizon, timeout):
+        bound = f"MAX_ATTEMPTS - 1 retries x RETRY_BACKOFF_MAX ({seconds(span)})"
+        remedy = "Keep ids at least that long, or retry fewer times."
+    elif timeout > horizon:
         bound = f"the broker's visibility_timeout ({seconds(timeout)})"
         remedy = "Keep ids at least that long."
     else:

@@ -7,6 +7,12 @@ from .querysets import InboxMessageManager
 
 
 class InboxMessage(models.Model):
+    class State(models.TextChoices):
+        # Committed with the consumer's work: a redelivery is a duplicate.
+        APPLIED = "applied", _("applied")
+        # Every attempt raised: nothing applied; a redelivery or a replay runs.
+        DEAD = "dead", _("dead")
+
     subscriber = models.CharField(
         _("subscriber"),
         max_length=255,
@@ -16,6 +22,22 @@ class InboxMessage(models.Model):
     received_at = models.DateTimeField(_("received at"))
     duplicates = models.PositiveIntegerField(
         _("duplicates"), default=0, help_text=_("Redeliveries dropped so far.")
+    )
+    state = models.CharField(
+        _("state"), max_length=16, choices=State.choices, default=State.APPLIED
+    )
+    attempts = models.PositiveIntegerField(
+        _("attempts"),
+        # db_default: the claim's INSERT names only the columns it decides.
+        db_default=0,
+        help_text=_("Runs of the consumer task that raised, when it went dead."),
+    )
+    last_error = models.TextField(_("last error"), blank=True, db_default="")
+    redrive = models.JSONField(
+        _("redrive"),
+        null=True,
+        blank=True,
+        help_text=_("The Celery task a replay sends again: name, id, arguments."),
     )
 
     objects = InboxMessageManager()
@@ -38,7 +60,14 @@ class InboxMessage(models.Model):
                 condition=models.Q(duplicates__gt=0),
                 name="inbox_duplicates_idx",
             ),
+            # The console's dead figure and filter read only these rows.
+            models.Index(
+                fields=["state"],
+                condition=models.Q(state="dead"),
+                name="inbox_dead_idx",
+            ),
         ]
+        permissions = [("replay_inboxmessage", "Can replay dead inbox messages")]
 
     def __str__(self):
         return f"{self.subscriber} {self.message_id}"

@@ -1,5 +1,6 @@
 """What the inbox contributes to operations: retention and a panel."""
 
+from celery import current_app
 from django.db.models import Sum
 from django.utils.translation import gettext as _
 
@@ -26,9 +27,40 @@ def panel(now) -> Panel:
                 capped_count(redelivered),
                 changelist_url(InboxMessage, duplicates="yes"),
             ),
+            Figure(
+                _("dead messages"),
+                capped_count(InboxMessage.objects.dead()),
+                changelist_url(InboxMessage, state__exact="dead"),
+            ),
         ],
     )
 
 
 def purgeable(now):
     return InboxMessage.objects.purgeable(now, checked_retention())
+
+
+def replay(messages, *, connection=None) -> list[InboxMessage]:
+    """Send each dead message's task again; return those sent.
+
+    The same task id and arguments, so the same message id: the first run
+    that commits takes the dead row over, and a second replay of it is a
+    duplicate. A row applied meanwhile, or without a redrive (arguments
+    that were not JSON), is skipped.
+    """
+    sent = []
+    for message in messages:
+        redrive = message.redrive
+        if message.state != InboxMessage.State.DEAD or not redrive:
+            continue
+        current_app.send_task(
+            redrive["task"],
+            redrive["args"],
+            redrive["kwargs"],
+            task_id=redrive["id"],
+            headers=redrive["headers"],
+            queue=redrive["queue"],
+            connection=connection,
+        )
+        sent.append(message)
+    return sent

@@ -12,7 +12,20 @@ if TYPE_CHECKING:  # the models import these querysets
 # The claim statement by database alias: built once, since receive() runs it
 # for every delivery.
 _claims: dict[str, str] = {}
-_CLAIMED = ("subscriber", "message_id", "received_at", "duplicates")
+_CLAIMED = ("subscriber", "message_id", "received_at", "duplicates", "state")
+_BURIED = (
+    "subscriber",
+    "message_id",
+    "duplicates",
+    "received_at",
+    "state",
+    "attempts",
+    "last_error",
+    "redrive",
+)
+# States as the SQL below spells them (InboxMessage.State; the models import
+# this module, so it cannot import them).
+APPLIED, DEAD = "applied", "dead"
 
 
 class InboxMessageQuerySet(models.QuerySet["InboxMessage"]):
@@ -20,7 +33,12 @@ class InboxMessageQuerySet(models.QuerySet["InboxMessage"]):
         return self.filter(subscriber=subscriber, message_id=message_id)
 
     def purgeable(self, now, retention):
-        return self.filter(received_at__lt=now - retention)
+        # A dead row is the only trace of a message nothing applied: it stays
+        # until a replay applies it.
+        return self.filter(received_at__lt=now - retention).exclude(state=DEAD)
+
+    def dead(self):
+        return self.filter(state=DEAD)
 
     def with_duplicates(self):
         return self.filter(duplicates__gt=0)
@@ -49,25 +67,86 @@ class InboxMessageManager(_BaseManager):
             "message_id": message_id,
             "received_at": now,
             "duplicates": 0,
+            "state": APPLIED,
         }
         with connection.cursor() as cursor:
             cursor.execute(sql, insert.params(values, connection))
             (duplicates,) = cursor.fetchone()
-        # A new row starts at 0; a conflict has just raised it to 1 or more.
+        # A new row starts at 0, a dead one is taken over at 0 (nothing was
+        # applied, so nothing was dropped); an applied one has just gone to 1+.
         return duplicates == 0
 
+    def bury(self, subscriber, message_id, now, *, attempts, error, redrive, using):
+        """Record that every attempt at ``message_id`` raised: a dead row.
 
-def _claim_sql(insert, connection) -> str:
+        One statement, in its own transaction (the attempts' rolled back). A
+        row some other delivery applied meanwhile is left applied.
+        """
+        connection = connections[using]
+        insert = insert_shape(self.model, connection, _BURIED)
+        values = {
+            "subscriber": subscriber,
+            "message_id": message_id,
+            "received_at": now,
+            "duplicates": 0,
+            "state": DEAD,
+            "attempts": attempts,
+            "last_error": error,
+            "redrive": redrive,
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _bury_sql(insert, connection), insert.params(values, connection)
+            )
+
+
+def _on_conflict(insert, connection) -> str:
     unique = next(
         constraint
         for constraint in insert.fields[0].model._meta.constraints
         if constraint.name == "inbox_unique_message"
     )
-    duplicates = connection.ops.quote_name(insert.fields[-1].column)
+    return f"ON CONFLICT ({insert.conflict_target(connection, unique.fields)})"
+
+
+def _claim_sql(insert, connection) -> str:
+    column = _columns(insert, connection)
+    duplicates, received, state = (
+        column("duplicates"),
+        column("received_at"),
+        column("state"),
+    )
+    # Every right-hand side reads the row as it was: a dead row is taken
+    # over (applied from now on, remembered from now on), an applied one
+    # counts a duplicate.
+    was_dead = f"{insert.table}.{state} = '{DEAD}'"
     sql = _claims[connection.alias] = (
-        f"{insert.sql} "
-        f"ON CONFLICT ({insert.conflict_target(connection, unique.fields)}) "
-        f"DO UPDATE SET {duplicates} = {insert.table}.{duplicates} + 1 "
+        f"{insert.sql} {_on_conflict(insert, connection)} DO UPDATE SET "
+        f"{duplicates} = {insert.table}.{duplicates} "
+        f"+ CASE WHEN {was_dead} THEN 0 ELSE 1 END, "
+        f"{received} = CASE WHEN {was_dead} THEN excluded.{received} "
+        f"ELSE {insert.table}.{received} END, "
+        f"{state} = '{APPLIED}' "
         f"RETURNING {duplicates}"
     )
     return sql
+
+
+def _bury_sql(insert, connection) -> str:
+    column = _columns(insert, connection)
+    updated = ", ".join(
+        f"{column(name)} = excluded.{column(name)}" for name in _BURIED[3:]
+    )
+    return (
+        f"{insert.sql} {_on_conflict(insert, connection)} DO UPDATE SET {updated} "
+        f"WHERE {insert.table}.{column('state')} = '{DEAD}'"
+    )
+
+
+def _columns(insert, connection):
+    opts = insert.fields[0].model._meta
+
+    def column(name):
+        return connection.ops.quote_name(opts.get_field(name).column)
+
+    return column

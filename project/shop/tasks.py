@@ -1,15 +1,14 @@
 """The shop's consumers: each order event reserves stock once."""
 
-from celery import shared_task
 from django.db.models import F
 
-from inbox.api import consumer
+from inbox.api import consumer_task
 
 from .models import Stock
 
 
-@shared_task(name="shop.reserve_stock", acks_late=True)
-@consumer("shop.reserve-stock")
+# Acked after the commit; a raise is retried, then dead in the console.
+@consumer_task("shop.reserve-stock", name="shop.reserve_stock")
 def reserve_stock(*, event_type, aggregate_type, aggregate_id, payload, headers):
     """Reserve the ordered quantity; a redelivered event changes nothing."""
     stock, _ = Stock.objects.get_or_create(sku=payload["sku"])

@@ -144,8 +144,17 @@ class Worker:
 
 
 @contextmanager
-def celery_worker(queue, *, pool="solo", broker_url=REDIS_URL, **env):
-    """Run a celery worker of ``tests.faults.worker`` consuming ``queue``.
+def celery_worker(
+    queue,
+    *,
+    pool="solo",
+    broker_url=REDIS_URL,
+    app="tests.faults.worker",
+    settings="tests.faults.settings",
+    **env,
+):
+    """Run a celery worker of ``app`` (with Django ``settings``) consuming
+    ``queue``.
 
     ``env`` adds to the child's environment (the fault switches of
     ``tests.faults.worker``). The worker leads its own process group, so the
@@ -153,7 +162,7 @@ def celery_worker(queue, *, pool="solo", broker_url=REDIS_URL, **env):
     """
     log_dir = Path(tempfile.mkdtemp(prefix="faults-worker-"))
     log_path = log_dir / "worker.log"
-    command = [sys.executable, "-m", "celery", "-A", "tests.faults.worker", "worker"]
+    command = [sys.executable, "-m", "celery", "-A", app, "worker"]
     # -l info: the log names each task run, for the tests and their failures.
     options = ["-P", pool, "-c", "1", "-Q", queue, "-l", "info"]
     # No gossip, mingle or heartbeat: one worker per queue, and a quick start.
@@ -163,7 +172,7 @@ def celery_worker(queue, *, pool="solo", broker_url=REDIS_URL, **env):
         process = subprocess.Popen(
             [*command, *options, *quiet, *name],
             cwd=ROOT,
-            env=child_env(CELERY_BROKER_URL=broker_url, **env),
+            env=child_env(settings, CELERY_BROKER_URL=broker_url, **env),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -48,6 +48,7 @@ def test_dashboard_counts_duplicates_dropped(client, make_user):
     }
     assert figures["duplicates dropped"].value == 3
     assert figures["messages redelivered"].value == 2
+    assert figures["dead messages"].value == 0
 
 
 def test_purge_deletes_rows_past_the_inbox_retention_only():
@@ -56,3 +57,30 @@ def test_purge_deletes_rows_past_the_inbox_retention_only():
 
     assert retention.purge(only=["inbox"]) == {"inbox": 1}
     assert list(InboxMessage.objects.values_list("message_id", flat=True)) == ["recent"]
+
+
+def test_purge_keeps_dead_messages_whatever_their_age():
+    message("old", age=timedelta(days=31))
+    InboxMessage.objects.filter(message_id="old").update(state="dead")
+
+    assert retention.purge(only=["inbox"]) == {"inbox": 0}
+    assert InboxMessage.objects.dead().count() == 1
+
+
+def test_dead_messages_are_counted_listed_and_replay_needs_its_permission(
+    client, make_user
+):
+    message("m1")
+    message("m2").__class__.objects.filter(message_id="m2").update(
+        state="dead", attempts=5, last_error="RuntimeError('boom')"
+    )
+    operator = make_user("operator", is_staff=True)
+    operator.user_permissions.add(Permission.objects.get(codename="view_inboxmessage"))
+    client.force_login(operator)
+
+    url = "/admin/inbox/inboxmessage/"
+    listed = client.get(url + "?state__exact=dead")
+    assert listed.context["cl"].result_count == 1
+    assert b'value="replay"' not in listed.content  # needs replay_inboxmessage
+    row = InboxMessage.objects.get(message_id="m2")
+    assert "boom" in client.get(f"{url}{row.pk}/change/").content.decode()

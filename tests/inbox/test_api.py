@@ -3,14 +3,16 @@
 import threading
 import time
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from kombu import Connection, Exchange, Queue
 
 from inbox.api import consumer, message_id_from, receive
-from inbox.exceptions import MessageIdMissing
+from inbox.exceptions import MessageIdInvalid, MessageIdMissing
 from inbox.models import InboxMessage
 from tests.conftest import run_concurrently
 from tests.testapp.models import Widget
@@ -246,3 +248,58 @@ def test_a_consumer_that_dies_before_the_ack_gets_a_detected_redelivery():
 
     assert effects == [1]
     assert InboxMessage.objects.get(message_id="m-42").duplicates == 1
+
+
+@pytest.mark.parametrize(
+    "message_id", ["x" * 256, "m\x001"], ids=["over-255-characters", "nul"]
+)
+def test_an_id_the_column_cannot_hold_is_refused_before_any_transaction(message_id):
+    with (
+        CaptureQueriesContext(connection) as queries,
+        pytest.raises(MessageIdInvalid),
+        receive("stock", message_id),
+    ):
+        raise AssertionError("must not run")
+
+    assert len(queries) == 0  # not a DataError halfway through the work
+    assert InboxMessage.objects.count() == 0
+
+
+def test_the_longest_id_the_column_holds_is_kept():
+    with receive("stock", "x" * 255) as delivery:
+        assert not delivery.duplicate
+    assert InboxMessage.objects.get().message_id == "x" * 255
+
+
+def test_a_dead_message_is_taken_over_by_its_next_delivery_then_deduplicated():
+    InboxMessage.objects.bury(
+        "stock",
+        "m1",
+        timezone.now() - timedelta(days=3),
+        attempts=5,
+        error="RuntimeError()",
+        redrive=None,
+        using="default",
+    )
+
+    assert not apply("stock", "m1").duplicate  # nothing was applied: it runs
+    assert apply("stock", "m1").duplicate
+    row = InboxMessage.objects.get()
+    assert (row.state, row.duplicates, row.attempts) == ("applied", 1, 5)
+    assert row.received_at > timezone.now() - timedelta(minutes=1)  # kept from now
+
+
+def test_burying_never_turns_an_applied_message_dead():
+    apply("stock", "m1")
+    InboxMessage.objects.bury(
+        "stock",
+        "m1",
+        timezone.now(),
+        attempts=5,
+        error="late",
+        redrive=None,
+        using="default",
+    )
+
+    row = InboxMessage.objects.get()
+    assert (row.state, row.last_error) == ("applied", "")

@@ -76,3 +76,107 @@ def test_e004_names_the_visibility_timeout_when_it_is_the_bound():
         app.conf.broker_transport_options = saved
     assert "visibility_timeout (5184000 s)" in error.msg
     assert "REDELIVERY_HORIZON" not in error.msg
+
+
+@pytest.mark.parametrize("name", ["RETENTION", "REDELIVERY_HORIZON"])
+@pytest.mark.parametrize("value", [0.5, timedelta(minutes=59)])
+def test_e002_a_duration_under_the_hour_floor_is_refused(name, value):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from inbox.conf import inbox_settings
+
+    with override_settings(
+        INBOX={"RETENTION": 0.5, "REDELIVERY_HORIZON": 0.5} | {name: value}
+    ):
+        assert "inbox.E002" in ids(checks.check_settings())
+        with pytest.raises(
+            ImproperlyConfigured, match=rf"INBOX\['{name}'\].*at least 3600 s"
+        ):
+            inbox_settings.RETENTION  # noqa: B018
+
+
+@override_settings(INBOX={"RETENTION": 3600, "REDELIVERY_HORIZON": 3600})
+def test_an_hour_is_the_floor_itself():
+    assert ids(checks.check_settings()) == []
+
+
+@override_settings(INBOX={"MAX_ATTEMPTS": 0})
+def test_e005_attempts_must_be_a_positive_count():
+    assert ids(checks.check_settings()) == ["inbox.E005"]
+
+
+@override_settings(
+    INBOX={
+        "RETENTION": timedelta(days=1),
+        "REDELIVERY_HORIZON": timedelta(hours=1),
+        "MAX_ATTEMPTS": 50,
+        "RETRY_BACKOFF_MAX": timedelta(hours=1),
+    }
+)
+def test_e004_counts_the_retries_times_their_backoff_cap():
+    [error] = checks.check_settings()
+    assert error.id == "inbox.E004"
+    assert "RETRY_BACKOFF_MAX (176400 s)" in error.msg
+
+
+@pytest.mark.parametrize(
+    ("broker", "timeout"),
+    [("redis://127.0.0.1:6379/9", 3600), ("amqp://guest:guest@127.0.0.1:5672//", 0)],
+)
+def test_an_unset_visibility_timeout_is_the_transports_default(broker, timeout):
+    from inbox.conf import visibility_timeout
+    from project.celery import app
+
+    saved = app.conf.broker_url, app.conf.broker_transport_options
+    app.conf.broker_url, app.conf.broker_transport_options = broker, {}
+    try:
+        assert visibility_timeout() == timedelta(seconds=timeout)
+    finally:
+        app.conf.broker_url, app.conf.broker_transport_options = saved
+
+
+@pytest.fixture
+def consumer_tasks():
+    """Celery tasks the test declares, unregistered afterwards."""
+    from project.celery import app
+
+    before = set(app.tasks)
+    yield
+    for name in set(app.tasks) - before:
+        app.tasks.unregister(name)
+
+
+def test_e006_a_consumer_task_without_the_inbox_wiring(consumer_tasks):
+    from celery import shared_task
+
+    from inbox.api import ConsumerTask, consumer, consumer_task
+
+    @shared_task(name="checks.acked_away", acks_late=True)
+    @consumer("checks.acked-away")
+    def acked_away(**kwargs): ...
+
+    @shared_task(
+        name="checks.acks_failures", base=ConsumerTask, acks_on_failure_or_timeout=True
+    )
+    @consumer("checks.acks-failures")
+    def acks_failures(**kwargs): ...
+
+    @consumer_task("checks.wired", name="checks.wired")
+    def wired(**kwargs): ...
+
+    @shared_task(name="checks.not_a_consumer")
+    def not_a_consumer(**kwargs): ...
+
+    errors = checks.check_consumer_tasks()
+
+    assert ids(errors) == ["inbox.E006", "inbox.E006"]
+    assert errors[0].msg == (
+        "Celery task 'checks.acked_away' runs an @consumer without base="
+        "ConsumerTask (retries, then a dead row), acks_on_failure_or_timeout=False."
+    )
+    assert "'checks.acks_failures'" in errors[1].msg
+    assert errors[1].msg.endswith("without acks_on_failure_or_timeout=False.")
+
+
+def test_the_demo_consumer_task_is_wired():
+    assert checks.check_consumer_tasks() == []

@@ -1,0 +1,89 @@
+"""A real Celery worker on Redis runs a consumer that raises: the message is
+retried, and applied once, or ends dead in the inbox, never acked and lost."""
+
+import uuid
+
+import pytest
+import redis
+
+from inbox import ops
+from inbox.models import InboxMessage
+from project.celery import app
+from tests.faults.processes import celery_worker, send_task, wait_until
+from tests.testapp.models import Widget
+
+pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
+
+# The inbox tests' own Redis database.
+REDIS_URL = "redis://127.0.0.1:6379/9"
+TASK = "inbox_tests.flaky"
+
+
+@pytest.fixture
+def worker():
+    queue = f"inbox-worker-{uuid.uuid4().hex[:8]}"
+    with celery_worker(
+        queue,
+        broker_url=REDIS_URL,
+        app="tests.inbox.worker",
+        settings="tests.inbox.worker_settings",
+    ) as running:
+        running.queue = queue
+        yield running
+    redis.Redis.from_url(REDIS_URL).delete(queue)
+
+
+def deliver(worker, message_id, **payload):
+    send_task(
+        TASK,
+        queue=worker.queue,
+        kwargs={"payload": payload, "headers": {"once-message-id": message_id}},
+        broker_url=REDIS_URL,
+    )
+
+
+def runs(path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_a_consumer_that_raises_is_retried_and_applied_once(worker, tmp_path):
+    log = tmp_path / "runs"
+    deliver(worker, "m-1", runs=str(log), failures=2)
+
+    wait_until(lambda: Widget.objects.exists(), "never applied", worker=worker)
+
+    assert runs(log) == 3  # two runs raised; the third, a retry, applied
+    assert worker.log().count("Retry in") == 2
+    assert list(Widget.objects.values_list("name", flat=True)) == ["m-1"]
+    row = InboxMessage.objects.get()
+    assert (row.message_id, row.state, row.duplicates) == ("m-1", "applied", 0)
+
+
+def test_a_consumer_that_keeps_raising_ends_dead_in_the_inbox(worker, tmp_path):
+    log, failing = tmp_path / "runs", tmp_path / "failing"
+    failing.touch()
+    deliver(worker, "m-2", runs=str(log), fail_while=str(failing))
+
+    wait_until(
+        lambda: InboxMessage.objects.dead().exists(), "never dead", worker=worker
+    )
+
+    row = InboxMessage.objects.get()
+    assert (row.subscriber, row.message_id) == ("inbox-tests.flaky", "m-2")
+    assert (row.attempts, runs(log)) == (3, 3)  # INBOX["MAX_ATTEMPTS"]
+    assert "flaky run 3" in row.last_error
+    assert row.redrive["task"] == TASK
+    assert row.redrive["kwargs"]["headers"] == {"once-message-id": "m-2"}
+    assert Widget.objects.count() == 0
+    # Recorded, so acked: nothing left in the queue, nothing held unacked.
+    broker = redis.Redis.from_url(REDIS_URL)
+    wait_until(lambda: not broker.hlen("unacked"), "still unacked", worker=worker)
+    assert broker.llen(worker.queue) == 0
+
+    # The cause fixed, an operator's replay applies it, once.
+    failing.unlink()
+    with app.connection_for_write(REDIS_URL) as connection:
+        assert ops.replay([row], connection=connection) == [row]
+    wait_until(lambda: Widget.objects.exists(), "replay not applied", worker=worker)
+    row.refresh_from_db()
+    assert (row.state, row.duplicates, runs(log)) == ("applied", 0, 4)
