@@ -71,15 +71,28 @@ def _confirm_timeout(value, publisher: str) -> float:
         ) from None
 
 
+# The header every delivery carries its message id in; consumers dedupe on it
+# (the inbox reads the same name: the wire format is the contract).
+MESSAGE_ID_HEADER = "once-message-id"
+# The one header the event's own headers (``record(headers=...)``) travel in,
+# as a table. The names beside it belong to the transport: Celery reads
+# ``task``, ``expires``, ``eta``...; RabbitMQ routes on ``CC``/``BCC`` and a
+# headers exchange on any of them. Debezium's router sends the headers column
+# under the same name.
+EVENT_HEADERS = "once-headers"
+
+
 def envelope(message) -> tuple[object, dict]:
     """The body and headers every publisher sends, shaped like Debezium's router:
-    the payload as the body, the event type and ids as headers."""
+    the payload as the body, the event type and ids as headers, and the event's
+    own headers in a namespace of their own, so none can steer the transport."""
     headers = {
-        **message.headers,
         "id": str(message.id),
         "type": message.type,
         "aggregatetype": message.aggregatetype,
         "aggregateid": message.aggregateid,
+        MESSAGE_ID_HEADER: str(message.id),
+        EVENT_HEADERS: dict(message.headers),
     }
     return message.payload, headers
 
@@ -420,7 +433,10 @@ class CeleryTaskPublisher(BasePublisher):
     """Send each event as a Celery task, named by ``tasks[event_type]``.
 
     The task gets keyword arguments ``event_type``, ``aggregate_type``,
-    ``aggregate_id``, ``payload`` and ``headers``; its task id is the outbox id.
+    ``aggregate_id``, ``payload`` and ``headers`` (the message's headers, see
+    ``envelope()``); its task id is the outbox id. The task name, expiry and
+    queue are the publisher's alone: the event's headers are sent in their own
+    namespace, never beside Celery's.
     An event type without a task is a failed attempt, never a silent drop;
     so is a task name this process's Celery app does not know, which a worker
     would discard ("Received unregistered task"). When the tasks live in
