@@ -585,14 +585,25 @@ class SentMessage:
 class InMemoryPublisher(BasePublisher):
     """Keep published messages in ``InMemoryPublisher.sent``, for tests (in the
     spirit of ``django.core.mail.outbox``). ``InMemoryPublisher.reset()`` empties
-    it; setting ``InMemoryPublisher.failing = True`` makes every publish fail."""
+    it; setting ``InMemoryPublisher.failing = True`` makes every publish fail.
+
+    It marks events published that no consumer will ever see, so it refuses to
+    be made unless the settings say this is a test run:
+    ``allow_in_memory=True``. ``check --deploy`` names it (outbox.E010).
+    """
 
     sent: list[SentMessage] = []
     failing = False
     _lock = threading.Lock()
 
-    def __init__(self, **options):
-        self.options = options
+    def __init__(self, *, allow_in_memory: bool = False):
+        if allow_in_memory is not True:
+            raise OutboxConfigurationError(
+                "InMemoryPublisher keeps events in one process's memory, where "
+                "no consumer sees them, and reports them published. It is for "
+                "tests: in the test settings, set OUTBOX['PUBLISHER_OPTIONS'] = "
+                "{'allow_in_memory': True}."
+            )
 
     @classmethod
     def reset(cls):

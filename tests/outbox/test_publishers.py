@@ -140,11 +140,11 @@ class TestInMemoryPublisher(PublisherContract):
         self.sent = sent
 
     def make_publisher(self):
-        return InMemoryPublisher()
+        return InMemoryPublisher(allow_in_memory=True)
 
     def make_broken_publisher(self):
         InMemoryPublisher.failing = True
-        return InMemoryPublisher()
+        return InMemoryPublisher(allow_in_memory=True)
 
     @contextlib.contextmanager
     def cuttable_publisher(self):
@@ -154,7 +154,7 @@ class TestInMemoryPublisher(PublisherContract):
             yield
             InMemoryPublisher.failing = False
 
-        yield InMemoryPublisher(), outage
+        yield InMemoryPublisher(allow_in_memory=True), outage
 
     def receive(self, count):
         assert len(self.sent) == count
