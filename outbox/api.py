@@ -11,10 +11,7 @@ from .conf import DEBEZIUM, outbox_settings
 from .exceptions import NotInTransaction
 from .kicks import relay_kicker
 from .models import OutboxMessage
-
-# The header every delivery carries; consumers dedupe on it (the inbox reads
-# the same name: the wire format is the contract, not an import).
-MESSAGE_ID_HEADER = "once-message-id"
+from .publishers import MESSAGE_ID_HEADER
 
 
 def record(

@@ -25,6 +25,7 @@ class OutboxConfig(AppConfig):
         checks.register(outbox_checks.check_relays)
         checks.register(outbox_checks.check_relay_kick)
         checks.register(outbox_checks.check_base_app)
+        checks.register(outbox_checks.check_test_publisher, deploy=True)
         setting_changed.connect(
             outbox_settings.on_setting_changed, dispatch_uid="outbox-conf"
         )

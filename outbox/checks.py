@@ -7,7 +7,7 @@ from django.core.exceptions import ImproperlyConfigured
 from idempotency.shared.checks import base_app_installed, celery_broker_configured
 
 from .conf import CELERY, DEBEZIUM, outbox_settings
-from .publishers import CeleryTaskPublisher, KombuPublisher
+from .publishers import CeleryTaskPublisher, InMemoryPublisher, KombuPublisher
 from .relay import make_publisher
 
 RELAY_TASK = "outbox.relay"
@@ -105,3 +105,24 @@ def check_relays(app_configs=None, **kwargs):
             )
         ]
     return []
+
+
+def check_test_publisher(app_configs=None, **kwargs):
+    """``check --deploy``: the InMemoryPublisher reports events published that
+    stay in one process's memory; a deployment must not run it, allowed or not."""
+    try:
+        merged = outbox_settings.merged()
+    except ImproperlyConfigured:
+        return []  # reported by check_settings
+    if merged["RELAY"] == DEBEZIUM or not issubclass(
+        merged["PUBLISHER"], InMemoryPublisher
+    ):
+        return []
+    return [
+        Error(
+            "OUTBOX['PUBLISHER'] is the InMemoryPublisher, a test double.",
+            hint="It marks events published that no consumer ever receives. "
+            "Deploy with KombuPublisher, CeleryTaskPublisher or your own.",
+            id="outbox.E010",
+        )
+    ]

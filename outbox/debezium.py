@@ -3,6 +3,7 @@
 from django.db import connections, router
 
 from .models import OutboxMessage
+from .publishers import EVENT_HEADERS
 
 
 def connector_config(
@@ -42,9 +43,10 @@ def connector_config(
             "transforms.outbox.route.topic.replacement": (
                 "outbox.event.${routedByValue}"
             ),
-            # The event type travels as a header, like our relay sends it.
+            # The event type travels as a header, and the event's own headers
+            # in one header of their own, like our relay sends them.
             "transforms.outbox.table.fields.additional.placement": (
-                "type:header:type,headers:header:once-headers"
+                f"type:header:type,headers:header:{EVENT_HEADERS}"
             ),
             "transforms.outbox.table.expand.json.payload": "true",
             # No table.field.event.timestamp: the router needs a timestamp

@@ -71,15 +71,28 @@ def _confirm_timeout(value, publisher: str) -> float:
         ) from None
 
 
+# The header every delivery carries its message id in; consumers dedupe on it
+# (the inbox reads the same name: the wire format is the contract).
+MESSAGE_ID_HEADER = "once-message-id"
+# The one header the event's own headers (``record(headers=...)``) travel in,
+# as a table. The names beside it belong to the transport: Celery reads
+# ``task``, ``expires``, ``eta``...; RabbitMQ routes on ``CC``/``BCC`` and a
+# headers exchange on any of them. Debezium's router sends the headers column
+# under the same name.
+EVENT_HEADERS = "once-headers"
+
+
 def envelope(message) -> tuple[object, dict]:
     """The body and headers every publisher sends, shaped like Debezium's router:
-    the payload as the body, the event type and ids as headers."""
+    the payload as the body, the event type and ids as headers, and the event's
+    own headers in a namespace of their own, so none can steer the transport."""
     headers = {
-        **message.headers,
         "id": str(message.id),
         "type": message.type,
         "aggregatetype": message.aggregatetype,
         "aggregateid": message.aggregateid,
+        MESSAGE_ID_HEADER: str(message.id),
+        EVENT_HEADERS: dict(message.headers),
     }
     return message.payload, headers
 
@@ -420,7 +433,10 @@ class CeleryTaskPublisher(BasePublisher):
     """Send each event as a Celery task, named by ``tasks[event_type]``.
 
     The task gets keyword arguments ``event_type``, ``aggregate_type``,
-    ``aggregate_id``, ``payload`` and ``headers``; its task id is the outbox id.
+    ``aggregate_id``, ``payload`` and ``headers`` (the message's headers, see
+    ``envelope()``); its task id is the outbox id. The task name, expiry and
+    queue are the publisher's alone: the event's headers are sent in their own
+    namespace, never beside Celery's.
     An event type without a task is a failed attempt, never a silent drop;
     so is a task name this process's Celery app does not know, which a worker
     would discard ("Received unregistered task"). When the tasks live in
@@ -569,14 +585,25 @@ class SentMessage:
 class InMemoryPublisher(BasePublisher):
     """Keep published messages in ``InMemoryPublisher.sent``, for tests (in the
     spirit of ``django.core.mail.outbox``). ``InMemoryPublisher.reset()`` empties
-    it; setting ``InMemoryPublisher.failing = True`` makes every publish fail."""
+    it; setting ``InMemoryPublisher.failing = True`` makes every publish fail.
+
+    It marks events published that no consumer will ever see, so it refuses to
+    be made unless the settings say this is a test run:
+    ``allow_in_memory=True``. ``check --deploy`` names it (outbox.E010).
+    """
 
     sent: list[SentMessage] = []
     failing = False
     _lock = threading.Lock()
 
-    def __init__(self, **options):
-        self.options = options
+    def __init__(self, *, allow_in_memory: bool = False):
+        if allow_in_memory is not True:
+            raise OutboxConfigurationError(
+                "InMemoryPublisher keeps events in one process's memory, where "
+                "no consumer sees them, and reports them published. It is for "
+                "tests: in the test settings, set OUTBOX['PUBLISHER_OPTIONS'] = "
+                "{'allow_in_memory': True}."
+            )
 
     @classmethod
     def reset(cls):

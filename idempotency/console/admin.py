@@ -8,6 +8,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
+from django.http import HttpResponseBadRequest
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
@@ -40,6 +41,17 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     # State value -> colour of its badge in the list.
     state_colours: dict[str, str] = {}
 
+    def changelist_view(self, request, extra_context=None):
+        refused = unstorable_parameters(request.GET)
+        if refused:
+            # Filters and search compare these values with text columns, and
+            # PostgreSQL refuses a NUL in text: a 400 instead of a DataError.
+            return HttpResponseBadRequest(
+                f"A NUL character cannot match anything: {', '.join(refused)}.",
+                content_type="text/plain; charset=utf-8",
+            )
+        return super().changelist_view(request, extra_context)
+
     @admin.display(description=_("state"), ordering="state")
     def state_badge(self, obj):
         return format_html(
@@ -71,6 +83,15 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def has_named_permission(self, request, codename):
         opts = self.opts
         return request.user.has_perm(f"{opts.app_label}.{codename}")
+
+
+def unstorable_parameters(query) -> list[str]:
+    """The names of the query parameters with a NUL in their name or value."""
+    return sorted(
+        repr(name)
+        for name, values in query.lists()
+        if "\x00" in name or any("\x00" in value for value in values)
+    )
 
 
 def pretty_json(value) -> str:

@@ -26,6 +26,8 @@ from .crashes import (
 # The header every outbox delivery carries its message id in (the inbox reads
 # it first); the wire format is the contract.
 MESSAGE_ID_HEADER = "once-message-id"
+# The header the event's own headers travel in, as a table.
+EVENT_HEADERS = "once-headers"
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ def new_message(event_type: str, payload: Any, aggregate_type: str = "") -> Mess
         "type": event_type,
         "aggregatetype": aggregate_type,
         "aggregateid": aggregate_id,
+        EVENT_HEADERS: {MESSAGE_ID_HEADER: message_id},
     }
     return Message(
         message_id, event_type, payload, aggregate_type, aggregate_id, headers

@@ -6,6 +6,11 @@ REDIS_URL = "redis://127.0.0.1:6379/11"
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
 # Nothing listens here: a broker that is down.
 DEAD_REDIS_URL = "redis://127.0.0.1:1/11"
+# The test double as OUTBOX settings name it, allowed as the test settings do.
+IN_MEMORY = {
+    "PUBLISHER": "outbox.publishers.InMemoryPublisher",
+    "PUBLISHER_OPTIONS": {"allow_in_memory": True},
+}
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ from outbox import relay, tasks
 from outbox.models import OutboxMessage
 from tests.conftest import run_concurrently
 
+from .conftest import IN_MEMORY
+
 pytestmark = pytest.mark.django_db
 
 CHANGELIST = "/admin/outbox/outboxmessage/"
@@ -107,9 +109,7 @@ def test_requeue_leaves_a_message_a_relay_holds_right_now(
     assert (row.attempts, row.locked_until) == (4, claimed.locked_until)
 
 
-@override_settings(
-    OUTBOX={"PUBLISHER": "outbox.publishers.InMemoryPublisher", "KICK_ON_COMMIT": True}
-)
+@override_settings(OUTBOX={**IN_MEMORY, "KICK_ON_COMMIT": True})
 def test_requeue_kicks_the_relay_which_publishes_at_once(
     client,
     operator,

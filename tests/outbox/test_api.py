@@ -11,6 +11,8 @@ from outbox.exceptions import NotInTransaction
 from outbox.models import OutboxMessage
 from tests.testapp.models import Widget
 
+from .conftest import IN_MEMORY
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -103,7 +105,7 @@ def test_the_commit_kicks_the_relay_once(monkeypatch, sent, eager_celery):
     with (
         override_settings(
             OUTBOX={
-                "PUBLISHER": "outbox.publishers.InMemoryPublisher",
+                **IN_MEMORY,
                 "KICK_ON_COMMIT": True,
             }
         ),

@@ -177,3 +177,52 @@ def test_w003_kicking_the_relay_without_a_celery_broker():
         app.conf.broker_url = saved
     with override_settings(OUTBOX={"KICK_ON_COMMIT": True}):
         assert ids(checks.check_relay_kick()) == []
+
+
+IN_MEMORY_PUBLISHER = "outbox.publishers.InMemoryPublisher"
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"allow_in_memory": False}, {"allow_in_memory": "true"}]
+)
+@pytest.mark.django_db
+def test_e005_the_in_memory_publisher_outside_a_test_run(options, sent):
+    from django.db import transaction
+
+    from outbox import relay
+    from outbox.api import record
+    from outbox.exceptions import OutboxConfigurationError
+    from outbox.models import OutboxMessage
+
+    outbox = {"PUBLISHER": IN_MEMORY_PUBLISHER, "PUBLISHER_OPTIONS": options}
+    with override_settings(OUTBOX=outbox):
+        [error] = checks.check_publisher()
+        assert error.id == "outbox.E005"
+        assert "allow_in_memory" in error.hint
+        with transaction.atomic():
+            record("order", 1, "order.created", {})
+        # The relay refuses to run rather than report the event published.
+        with pytest.raises(OutboxConfigurationError, match="allow_in_memory"):
+            relay.drain()
+    assert OutboxMessage.objects.get().state == "pending"
+    assert sent == []
+
+
+def deploy_check_ids():
+    from django.core.checks import run_checks
+
+    return ids(run_checks(include_deployment_checks=True))
+
+
+def test_e010_check_deploy_names_the_in_memory_publisher():
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    # The test settings allow it, which a deployment must never do.
+    assert "outbox.E010" in deploy_check_ids()
+    with pytest.raises(SystemCheckError, match="InMemoryPublisher"):
+        call_command("check", "--deploy")
+    assert checks.check_publisher() == []  # a plain check lets the tests run
+    broker = {"PUBLISHER": "outbox.publishers.KombuPublisher"}
+    with override_settings(OUTBOX=broker):
+        assert "outbox.E010" not in deploy_check_ids()

@@ -25,3 +25,19 @@ def test_the_command_prints_the_connector_and_event_router_config():
     )
     # A placeholder Kafka Connect resolves; never the database password.
     assert c["database.password"].startswith("${file:")
+
+
+def test_the_events_headers_travel_in_one_header_as_the_relay_sends_them():
+    from outbox.publishers import EVENT_HEADERS
+
+    out = StringIO()
+    call_command("outbox_debezium_config", stdout=out)
+
+    c = json.loads(out.getvalue())["config"]
+    placement = c["transforms.outbox.table.fields.additional.placement"]
+    # The headers column as one header, never spread into headers of its own
+    # that Kafka consumers or a router act on.
+    assert placement.split(",") == [
+        "type:header:type",
+        f"headers:header:{EVENT_HEADERS}",
+    ]

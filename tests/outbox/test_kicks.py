@@ -9,11 +9,13 @@ from outbox import tasks
 from outbox.api import record
 from outbox.kicks import RelayKicker
 
+from .conftest import IN_MEMORY
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 KICKING = override_settings(
     OUTBOX={
-        "PUBLISHER": "outbox.publishers.InMemoryPublisher",
+        **IN_MEMORY,
         "KICK_ON_COMMIT": True,
         "KICK_INTERVAL": 0.1,
     }

@@ -17,7 +17,7 @@ from outbox.models import OutboxMessage
 from outbox.publishers import InMemoryPublisher
 from tests.conftest import run_concurrently
 
-from .conftest import DEAD_REDIS_URL, REDIS_URL
+from .conftest import DEAD_REDIS_URL, IN_MEMORY, REDIS_URL
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,7 +51,7 @@ def test_a_batch_is_written_back_in_one_fenced_statement(clock, make_messages):
     batch = relay.claim(10)
     before = clock.now()
     with CaptureQueriesContext(connections["default"]) as queries:
-        result = relay.publish_batch(batch, FailingSome())
+        result = relay.publish_batch(batch, FailingSome(allow_in_memory=True))
 
     assert [q["sql"].split()[0] for q in queries] == ["UPDATE"]
     assert (result.published, result.failed, result.dead) == (4, 2, 0)
@@ -126,9 +126,7 @@ def test_full_jitter_draws_below_the_capped_ceiling(monkeypatch):
     assert relay.backoff_ceiling(100) == timedelta(hours=1)
 
 
-@override_settings(
-    OUTBOX={"PUBLISHER": "outbox.publishers.InMemoryPublisher", "MAX_ATTEMPTS": 3}
-)
+@override_settings(OUTBOX={**IN_MEMORY, "MAX_ATTEMPTS": 3})
 def test_dead_after_max_attempts_and_a_requeue_brings_it_back(
     clock, sent, make_messages
 ):
@@ -150,9 +148,7 @@ def test_dead_after_max_attempts_and_a_requeue_brings_it_back(
 
 def test_a_message_whose_relays_keep_crashing_goes_dead(clock, sent, make_messages):
     make_messages(1)
-    with override_settings(
-        OUTBOX={"PUBLISHER": "outbox.publishers.InMemoryPublisher", "MAX_ATTEMPTS": 2}
-    ):
+    with override_settings(OUTBOX={**IN_MEMORY, "MAX_ATTEMPTS": 2}):
         for _ in range(2):
             relay.claim(1)  # the relay dies holding it
             clock.advance(seconds=61)
@@ -251,7 +247,7 @@ def test_three_relays_drain_5000_messages_without_double_claims(make_messages):
 
     def run(index):
         time.sleep(0)
-        return relay.drain(batch_size=100, publisher=Recording())
+        return relay.drain(batch_size=100, publisher=Recording(allow_in_memory=True))
 
     results = run_concurrently(3, run, timeout=120)
 
@@ -263,9 +259,7 @@ def test_three_relays_drain_5000_messages_without_double_claims(make_messages):
 
 
 @pytest.mark.postgresql
-@override_settings(
-    OUTBOX={"PUBLISHER": "outbox.publishers.InMemoryPublisher", "ORDERED": True}
-)
+@override_settings(OUTBOX={**IN_MEMORY, "ORDERED": True})
 def test_per_aggregate_order_holds_when_commits_come_out_of_order(sent):
     second_done = threading.Event()
 
@@ -304,9 +298,7 @@ def _drain_in_thread():
 
 
 @pytest.mark.postgresql
-@override_settings(
-    OUTBOX={"PUBLISHER": "outbox.publishers.InMemoryPublisher", "ORDERED": True}
-)
+@override_settings(OUTBOX={**IN_MEMORY, "ORDERED": True})
 def test_ordered_mode_holds_a_message_while_an_older_one_is_unpublished(clock, sent):
     with transaction.atomic():
         record("order", 1, "order.created", {"step": 1})

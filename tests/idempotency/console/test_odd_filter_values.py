@@ -1,0 +1,61 @@
+"""Any query-string value on any console changelist gives a page or a 400,
+never a 500 (PostgreSQL refuses a NUL in a text value)."""
+
+from urllib.parse import urlencode
+
+import pytest
+from django.urls import reverse
+
+pytestmark = [pytest.mark.postgresql, pytest.mark.django_db]
+
+# Every changelist of the four apps, with the query parameters its filters,
+# search and date hierarchy read.
+CHANGELISTS = {
+    "idempotency_idempotencyrecord": [
+        "q",
+        "scope",
+        "operation",
+        "state__exact",
+        "lease",
+        "age",
+        "created_at__year",
+        "created_at__month",
+        "created_at__day",
+    ],
+    "outbox_outboxmessage": [
+        "q",
+        "aggregatetype",
+        "type",
+        "state__exact",
+        "delivery",
+        "age",
+        "created_at__year",
+    ],
+    "inbox_inboxmessage": ["q", "subscriber", "duplicates", "age", "received_at__year"],
+    "webhooks_webhookreceipt": [
+        "q",
+        "source__exact",
+        "state__exact",
+        "age",
+        "received_at__year",
+    ],
+    "webhooks_webhookrejection": ["q", "source__exact", "reason__exact"],
+}
+CASES = [
+    (changelist, parameter)
+    for changelist, parameters in CHANGELISTS.items()
+    for parameter in parameters
+]
+ODD_VALUES = ["\x00", "order\x00", "\x00" * 300]
+
+
+@pytest.mark.parametrize("value", ODD_VALUES, ids=["nul", "trailing-nul", "nuls"])
+@pytest.mark.parametrize(("changelist", "parameter"), CASES)
+def test_an_odd_value_gives_a_page_or_a_400(admin_client, changelist, parameter, value):
+    url = reverse(f"admin:{changelist}_changelist")
+
+    response = admin_client.get(f"{url}?{urlencode({parameter: value})}")
+
+    assert response.status_code in (200, 302, 400), response.status_code
+    if response.status_code == 400:
+        assert parameter in response.content.decode()
