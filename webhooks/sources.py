@@ -120,10 +120,8 @@ def get(name: str) -> Source | None:
     try:
         config = webhooks_settings.SOURCES.get(name)
     except ImproperlyConfigured as invalid:
-        # A bad WEBHOOKS value (RETENTION, MAX_RETRIES...) refuses every source.
-        logger.error(
-            "WEBHOOKS is misconfigured; every delivery is refused. %s", invalid
-        )
+        # A bad WEBHOOKS value (RETENTION, MAX_RETRIES...) refuses every source;
+        # the settings object has logged it, naming every bad value.
         raise SourceMisconfigured(str(invalid)) from invalid
     if config is None:
         return None
