@@ -144,7 +144,9 @@ def test_force_reprocess_needs_the_stricter_permission(client, operator, ran, ac
     grant(operator, "replay_webhookreceipt")
     client.force_login(operator)
 
-    act("force_reprocess", done, post="yes")
+    # The versions the confirmation page would post: only the missing
+    # permission can refuse this submit.
+    act("force_reprocess", done, post="yes", versions=f"{done.pk}:{done.attempts}")
 
     done.refresh_from_db()
     assert done.state == "processed"
