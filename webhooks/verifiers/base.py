@@ -5,7 +5,7 @@ import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -83,6 +83,16 @@ class BaseVerifier:
     # the intake also dedupes on the body's SHA-256. False unless a verifier
     # says otherwise: a forgotten declaration costs an index, not a replay.
     signs_delivery_id: bool = False
+    # Whether the signature covers a time ``verify()`` holds to ``tolerance``
+    # (``timestamp()``). Such a delivery stops verifying TOLERANCE after its
+    # signing, so a receipt kept longer stops its replays for good. Without
+    # one, a captured body verifies forever and runs again once its receipt
+    # is purged: the source must state the REPLAY_HORIZON it accepts. False
+    # unless a verifier says otherwise.
+    signs_time: bool = False
+    # How long the provider goes on resending one delivery (its retries, a
+    # redelivery from its dashboard): receipts are kept at least this long.
+    retry_horizon: timedelta = timedelta(days=3)
 
     def __init__(self, *, secrets: Iterable[str], tolerance: float = 300, options=None):
         if isinstance(secrets, str | bytes):

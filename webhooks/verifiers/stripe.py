@@ -2,7 +2,7 @@
 
 import hashlib
 import hmac
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from .base import (
     BAD_SIGNATURE,
@@ -19,6 +19,9 @@ class StripeVerifier(BaseVerifier):
     signature_headers = ("Stripe-Signature",)
     # The event id is read from the signed body.
     signs_delivery_id = True
+    # t= is signed; Stripe retries a delivery for up to three days.
+    signs_time = True
+    retry_horizon = timedelta(days=3)
 
     def verify(self, body, headers):
         timestamp, signatures = _parse(self.header(headers, "Stripe-Signature"))
