@@ -90,8 +90,10 @@ class BaseVerifier:
     # is purged: the source must state the REPLAY_HORIZON it accepts. False
     # unless a verifier says otherwise.
     signs_time: bool = False
-    # How long the provider goes on resending one delivery (its retries, a
-    # redelivery from its dashboard): receipts are kept at least this long.
+    # How long the provider goes on resending one delivery by itself (its
+    # automatic retries): RETENTION must be at least this (webhooks.E018).
+    # Manual resends can come later; the default RETENTION of 30 days is for
+    # them.
     retry_horizon: timedelta = timedelta(days=3)
 
     def __init__(self, *, secrets: Iterable[str], tolerance: float = 300, options=None):

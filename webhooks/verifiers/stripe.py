@@ -19,7 +19,7 @@ class StripeVerifier(BaseVerifier):
     signature_headers = ("Stripe-Signature",)
     # The event id is read from the signed body.
     signs_delivery_id = True
-    # t= is signed; Stripe retries a delivery for up to three days.
+    # t= is signed; in live mode Stripe retries a delivery for up to 3 days.
     signs_time = True
     retry_horizon = timedelta(days=3)
 
