@@ -1,6 +1,7 @@
 """Webhook receipts and rejection counts in the operations console."""
 
 import operator
+from datetime import timedelta
 from functools import partial, reduce
 
 from django.contrib import admin
@@ -11,8 +12,8 @@ from django.db.models import Case, F, Q, TextField, When
 from django.db.models.functions import Cast
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
+from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
 
 from idempotency.console.admin import (
     AgeFilter,
@@ -23,7 +24,9 @@ from idempotency.console.admin import (
     pretty_json,
 )
 
+from . import sources
 from .conf import webhooks_settings
+from .exceptions import SourceMisconfigured
 from .models import WebhookReceipt, WebhookRejection
 from .verifiers.base import EARLIEST_EVENT_TIME, LATEST_EVENT_TIME, REASONS
 
@@ -60,6 +63,63 @@ class ReasonFilter(admin.SimpleListFilter):
         return queryset.filter(reason=self.value()) if self.value() else queryset
 
 
+def _span(delta: timedelta) -> str:
+    """A duration, exactly, in the largest unit that divides it ("30 days")."""
+    total = int(delta.total_seconds())
+    units = (
+        (86400, lambda n: ngettext("%d day", "%d days", n)),
+        (3600, lambda n: ngettext("%d hour", "%d hours", n)),
+        (60, lambda n: ngettext("%d minute", "%d minutes", n)),
+        (1, lambda n: ngettext("%d second", "%d seconds", n)),
+    )
+    for size, name in units:
+        if total >= size and total % size == 0:
+            return name(total // size) % (total // size)
+    return gettext("%s seconds") % f"{delta.total_seconds():g}"
+
+
+def replay_notes() -> list[str]:
+    """What each configured source does with a delivery sent to it again."""
+    notes = []
+    for name in webhooks_settings.SOURCES:
+        try:
+            source = sources.get(name)
+        except SourceMisconfigured:
+            notes.append(
+                gettext(
+                    "%(source)s: misconfigured, every delivery is refused "
+                    "(manage.py check says why)."
+                )
+                % {"source": name}
+            )
+            continue
+        if source is None:  # pragma: no cover - listed, so configured
+            continue
+        if source.replay_horizon is None:
+            note = gettext(
+                "%(source)s: signed time. A delivery more than %(tolerance)s "
+                "from its signing is refused; within that, a resend is a "
+                "duplicate."
+            ) % {
+                "source": name,
+                "tolerance": _span(timedelta(seconds=source.verifier.tolerance)),
+            }
+        else:
+            # No signed time: only the kept receipt tells a captured body again.
+            note = gettext(
+                "%(source)s: no signed time. A body resent more than "
+                "%(retention)s (RETENTION) after its receipt was processed runs "
+                "its handlers again; the source accepts that after "
+                "%(horizon)s (REPLAY_HORIZON)."
+            ) % {
+                "source": name,
+                "retention": _span(webhooks_settings.RETENTION),
+                "horizon": _span(source.replay_horizon),
+            }
+        notes.append(note)
+    return notes
+
+
 def _enqueue_on_commit(pks, using):
     enqueue = webhooks_settings.ENQUEUE
     for pk in pks:
@@ -85,6 +145,8 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
     date_hierarchy = "received_at"
     ordering = ["-received_at"]
     actions = ["replay", "force_reprocess"]
+    # Above the list: the replays each source accepts (replay_notes).
+    change_list_template = "admin/webhooks/webhookreceipt/change_list.html"
     fields = readonly_fields = (
         "source",
         "delivery_id",
@@ -137,6 +199,10 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
     @admin.display(description=_("body"))
     def pretty_payload(self, obj):
         return pretty_body(obj.body)
+
+    def changelist_view(self, request, extra_context=None):
+        context = {**(extra_context or {}), "replay_notes": replay_notes()}
+        return super().changelist_view(request, context)
 
     def has_replay_permission(self, request):
         return self.has_named_permission(request, "replay_webhookreceipt")

@@ -31,6 +31,9 @@ NEVER_STORED = frozenset({"cookie", "authorization", "proxy-authorization"})
 SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 # Below this many bytes an HMAC key can be guessed offline from one delivery.
 MIN_SECRET_BYTES = 16
+# The default RETENTION: a source without a signed time states no shorter
+# REPLAY_HORIZON unless it says so.
+DEFAULT_RETENTION = timedelta(days=30)
 
 
 def verifier_class(value) -> type:
@@ -95,11 +98,34 @@ SOURCE_OPTIONS = {
     # Every secret currently valid, newest first; two during a rotation.
     "SECRETS": Option((), secrets, "webhooks.E006"),
     # Seconds a signed timestamp may lie in the past or the future.
+    # RETENTION must be at least twice it (webhooks.E019): a delivery verifies
+    # that long either side of its signing, and a receipt purged sooner would
+    # let it verify again and run twice.
     "TOLERANCE": Option(
         300,
         duration_in_seconds,
         "webhooks.E007",
         "Providers sign with a clock; 300 is their usual tolerance.",
+    ),
+    # Sources without a signed time (github; hmac without TIMESTAMP_HEADER):
+    # a captured body verifies forever, so one resent after its receipt is
+    # purged (RETENTION after processing) runs again. This states how long
+    # after processing a resent body must still be a duplicate; the source is
+    # refused while RETENTION is shorter (webhooks.E020). Lower it to accept
+    # a shorter RETENTION; ignored where a signed time bounds replays.
+    "REPLAY_HORIZON": Option(
+        DEFAULT_RETENTION,
+        duration,
+        "webhooks.E020",
+        "Give seconds or a timedelta, at most RETENTION.",
+    ),
+    # Fewest bytes each HMAC key must have (Standard Webhooks: decoded). Lower
+    # it only for a provider whose dashboard generates shorter secrets.
+    "MIN_SECRET_BYTES": Option(
+        MIN_SECRET_BYTES,
+        positive_int,
+        "webhooks.E017",
+        "A number of bytes; 16 unless the provider's secrets are shorter.",
     ),
     # Bodies larger than this many bytes are refused (413) unread.
     "MAX_BODY_SIZE": Option(
@@ -139,9 +165,12 @@ webhooks_settings = AppSettings(
         "MAX_RETRIES": Option(5, non_negative_int, "webhooks.E014"),
         "RETRY_BACKOFF_MAX": Option(600, duration_in_seconds, "webhooks.E014"),
         # How long processed or skipped receipts (and rejection counts) are
-        # kept: longer than any provider's manual replay window.
+        # kept: longer than any provider's manual replay window. Each source
+        # refuses a shorter one than its provider's retries (webhooks.E018),
+        # twice its TOLERANCE (E019) or its REPLAY_HORIZON (E020), and so does
+        # the purge.
         "RETENTION": Option(
-            timedelta(days=30),
+            DEFAULT_RETENTION,
             duration,
             "webhooks.E012",
             "Give seconds or a timedelta.",

@@ -5,9 +5,8 @@ from typing import TYPE_CHECKING
 from django.db import connections, models
 
 from idempotency.shared.inserts import insert_or_update, insert_shape
-from idempotency.shared.settings import as_timedelta
 
-from .conf import webhooks_settings
+from .sources import checked_retention
 
 if TYPE_CHECKING:  # the models import these querysets
     from .models import WebhookReceipt, WebhookRejection  # noqa: F401 (named in QuerySet[...])
@@ -51,8 +50,11 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
         )
 
     def purgeable(self, now):
-        """Processed or skipped receipts older than the retention; never others."""
-        cutoff = now - as_timedelta(webhooks_settings.RETENTION)
+        """Processed or skipped receipts older than the retention; never others.
+
+        Raises ImproperlyConfigured while a source refuses RETENTION.
+        """
+        cutoff = now - checked_retention()
         return self.filter(state__in=self.model.FINISHED, processed_at__lt=cutoff)
 
     def waiting(self, before):
@@ -114,7 +116,7 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
 
 class WebhookRejectionQuerySet(models.QuerySet["WebhookRejection"]):
     def purgeable(self, now):
-        cutoff = now - as_timedelta(webhooks_settings.RETENTION)
+        cutoff = now - checked_retention()
         return self.filter(day__lt=cutoff.date())
 
     def count_one(self, *, source, reason, now):

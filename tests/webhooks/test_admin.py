@@ -103,6 +103,28 @@ def test_list_and_detail_render_for_an_operator(client, operator):
     assert b"once-json" in detail.content
 
 
+def test_the_list_says_what_each_source_does_with_a_delivery_sent_again(
+    client, operator, webhook_sources
+):
+    webhook_sources.WEBHOOKS["SOURCES"]["standard"]["SECRETS"] = ["whsec_x"]
+    client.force_login(operator)
+
+    notes = client.get(CHANGELIST).context["replay_notes"]
+
+    by_source = {note.split(":")[0]: note for note in notes}
+    assert set(by_source) == set(webhook_sources.WEBHOOKS["SOURCES"])
+    # GitHub signs no time: a captured body runs again once its receipt is gone.
+    assert "github: no signed time" in by_source["github"]
+    assert "30 days (RETENTION)" in by_source["github"]
+    assert "runs its handlers again" in by_source["github"]
+    assert "30 days (REPLAY_HORIZON)" in by_source["github"]
+    assert "no signed time" in by_source["hmac"]
+    assert "more than 5 minutes from its signing is refused" in by_source["stripe"]
+    assert "every delivery is refused" in by_source["standard"]
+    page = client.get(CHANGELIST).content.decode()
+    assert html.escape(by_source["github"]) in page
+
+
 def test_replay_without_the_permission_changes_nothing(client, operator, ran, act):
     failed = receipt("d1", "failed")
     client.force_login(operator)
@@ -144,7 +166,9 @@ def test_force_reprocess_needs_the_stricter_permission(client, operator, ran, ac
     grant(operator, "replay_webhookreceipt")
     client.force_login(operator)
 
-    act("force_reprocess", done, post="yes")
+    # The versions the confirmation page would post: only the missing
+    # permission can refuse this submit.
+    act("force_reprocess", done, post="yes", versions=f"{done.pk}:{done.attempts}")
 
     done.refresh_from_db()
     assert done.state == "processed"

@@ -1,6 +1,7 @@
 """One test per system check id."""
 
 import base64
+from datetime import timedelta
 
 import pytest
 
@@ -8,7 +9,9 @@ from project import settings as demo_settings
 from tests.webhooks import signing
 from webhooks.checks import check_settings
 
-GOOD = {"VERIFIER": "github", "SECRETS": ["s"]}
+GOOD = {"VERIFIER": "github", "SECRETS": [signing.GITHUB_SECRET]}
+STRIPE = {"VERIFIER": "stripe", "SECRETS": [signing.STRIPE_SECRET]}
+DAY = timedelta(days=1)
 
 
 def ids(settings, sources=None, **extra):
@@ -102,15 +105,68 @@ def test_messages_are_short(settings):
     assert all(len(error.msg) < 80 for error in check_settings())
 
 
-@pytest.mark.parametrize(
-    ("retention", "error_id"),
-    [(0, "webhooks.E012"), ("30d", "webhooks.E012"), (3600, "webhooks.W001")],
-)
-def test_retention_must_outlast_provider_retries(settings, retention, error_id):
-    from webhooks.checks import check_settings
+@pytest.mark.parametrize("retention", [0, "30d"])
+def test_e012_bad_retention(settings, retention):
+    assert ids(settings, {"x": GOOD}, RETENTION=retention) == ["webhooks.E012"]
 
-    settings.WEBHOOKS = {"SOURCES": {}, "RETENTION": retention}
-    assert [e.id for e in check_settings()] == [error_id]
+
+@pytest.mark.parametrize("config", [GOOD, STRIPE])
+def test_e018_retention_shorter_than_the_providers_retries(settings, config):
+    source = {**config, "REPLAY_HORIZON": DAY}
+    assert ids(settings, {"x": source}, RETENTION=3 * DAY - timedelta(seconds=1)) == [
+        "webhooks.E018"
+    ]
+    assert ids(settings, {"x": source}, RETENTION=3 * DAY) == []
+    # Nothing to resend without a source.
+    assert ids(settings, {}, RETENTION=3600) == []
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        STRIPE,
+        {"VERIFIER": "standard", "SECRETS": [signing.STANDARD_SECRET]},
+        {
+            "VERIFIER": "hmac",
+            "SECRETS": [signing.HMAC_SECRET],
+            "OPTIONS": {"TIMESTAMP_HEADER": "X-Timestamp"},
+        },
+    ],
+)
+def test_e019_retention_within_twice_the_tolerance_of_a_signed_time(settings, config):
+    retention = {"RETENTION": 4 * DAY}
+    tolerance = (2 * DAY).total_seconds()
+    assert ids(
+        settings, {"x": {**config, "TOLERANCE": tolerance + 1}}, **retention
+    ) == ["webhooks.E019"]
+    # Equal to the issue's "RETENTION <= TOLERANCE", refused too.
+    assert ids(settings, {"x": {**config, "TOLERANCE": 4 * DAY}}, **retention) == [
+        "webhooks.E019"
+    ]
+    assert ids(settings, {"x": {**config, "TOLERANCE": tolerance}}, **retention) == []
+
+
+@pytest.mark.parametrize(
+    "config", [GOOD, {"VERIFIER": "hmac", "SECRETS": [signing.HMAC_SECRET]}]
+)
+def test_e020_a_source_without_a_signed_time_states_its_replay_horizon(
+    settings, config
+):
+    # The default REPLAY_HORIZON is the default RETENTION: lowering RETENTION
+    # needs each such source to say it accepts the shorter horizon.
+    assert ids(settings, {"x": config}, RETENTION=7 * DAY) == ["webhooks.E020"]
+    stated = {**config, "REPLAY_HORIZON": 7 * DAY}
+    assert ids(settings, {"x": stated}, RETENTION=7 * DAY) == []
+    longer = {**config, "REPLAY_HORIZON": 7 * DAY + timedelta(seconds=1)}
+    assert ids(settings, {"x": longer}, RETENTION=7 * DAY) == ["webhooks.E020"]
+    # A signed time bounds replays instead: no statement needed.
+    assert ids(settings, {"x": STRIPE}, RETENTION=7 * DAY) == []
+
+
+@pytest.mark.parametrize("horizon", [0, "30d", None])
+def test_e020_bad_replay_horizon(settings, horizon):
+    config = {**GOOD, "REPLAY_HORIZON": horizon}
+    assert ids(settings, {"x": config}) == ["webhooks.E020"]
 
 
 def test_e006_says_why_a_bare_string_is_refused(settings):
@@ -120,15 +176,48 @@ def test_e006_says_why_a_bare_string_is_refused(settings):
     assert "one character at a time" in error.hint
 
 
-def test_w002_a_secret_shorter_than_16_bytes(settings):
+def test_e017_a_secret_shorter_than_16_bytes(settings):
     assert ids(settings, {"x": {**GOOD, "SECRETS": ["0123456789abcde"]}}) == [
-        "webhooks.W002"
+        "webhooks.E017"
     ]
+    assert ids(settings, {"x": {**GOOD, "SECRETS": ["x"]}}) == ["webhooks.E017"]
     assert ids(settings, {"x": {**GOOD, "SECRETS": ["0123456789abcdef"]}}) == []
+    # Each secret counts, the one being rotated out too.
+    rotating = {**GOOD, "SECRETS": ["0123456789abcdef", "short"]}
+    assert ids(settings, {"x": rotating}) == ["webhooks.E017"]
     # Standard Webhooks keys count in decoded bytes.
     short = "whsec_" + base64.b64encode(b"short").decode()
     config = {"VERIFIER": "standard", "SECRETS": [short]}
-    assert ids(settings, {"x": config}) == ["webhooks.W002"]
+    assert ids(settings, {"x": config}) == ["webhooks.E017"]
+
+
+def test_e017_min_secret_bytes_is_the_override_for_shorter_provider_secrets(
+    settings,
+):
+    config = {**GOOD, "SECRETS": ["0123456789ab"], "MIN_SECRET_BYTES": 12}
+    assert ids(settings, {"x": config}) == []
+    assert ids(settings, {"x": {**config, "MIN_SECRET_BYTES": 13}}) == ["webhooks.E017"]
+
+
+@pytest.mark.parametrize("minimum", [0, -1, "16", 1.5, True])
+def test_e017_bad_min_secret_bytes(settings, minimum):
+    config = {**GOOD, "MIN_SECRET_BYTES": minimum}
+    assert ids(settings, {"x": config}) == ["webhooks.E017"]
+
+
+def test_retention_messages_are_short(settings):
+    sources = {
+        "github": {**GOOD, "REPLAY_HORIZON": 30 * DAY},
+        "stripe": {**STRIPE, "TOLERANCE": 2 * DAY.total_seconds()},
+    }
+    settings.WEBHOOKS = {"SOURCES": sources, "RETENTION": DAY}
+    messages = check_settings()
+    assert {m.id for m in messages} == {
+        "webhooks.E018",
+        "webhooks.E019",
+        "webhooks.E020",
+    }
+    assert all(len(m.msg) < 80 for m in messages)
 
 
 def test_every_bad_source_and_value_is_reported_in_one_run(settings):

@@ -87,11 +87,13 @@ def test_eight_concurrent_workers_run_the_handlers_once(runs, eager_celery):
     # Store without processing: these workers race on the stored receipt.
     with override_settings(
         WEBHOOKS={
-            "SOURCES": {"github": {"VERIFIER": "github", "SECRETS": ["s"]}},
+            "SOURCES": {
+                "github": {"VERIFIER": "github", "SECRETS": [signing.GITHUB_SECRET]}
+            },
             "ENQUEUE": enqueued.append,
         }
     ):
-        headers = signing.github_headers(body, "s", delivery_id="evt_race")
+        headers = signing.github_headers(body, delivery_id="evt_race")
         Client().post("/webhooks/github/", body, "application/json", headers=headers)
     pk = WebhookReceipt.objects.get().pk
     assert enqueued == [pk]

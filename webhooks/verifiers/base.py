@@ -91,6 +91,18 @@ class BaseVerifier:
     # the intake also dedupes on the body's SHA-256. False unless a verifier
     # says otherwise: a forgotten declaration costs an index, not a replay.
     signs_delivery_id: bool = False
+    # Whether the signature covers a time ``verify()`` holds to ``tolerance``
+    # (``timestamp()``). Such a delivery stops verifying TOLERANCE after its
+    # signing, so a receipt kept longer stops its replays for good. Without
+    # one, a captured body verifies forever and runs again once its receipt
+    # is purged: the source must state the REPLAY_HORIZON it accepts. False
+    # unless a verifier says otherwise.
+    signs_time: bool = False
+    # How long the provider goes on resending one delivery by itself (its
+    # automatic retries): RETENTION must be at least this (webhooks.E018).
+    # Manual resends can come later; the default RETENTION of 30 days is for
+    # them.
+    retry_horizon: timedelta = timedelta(days=3)
 
     def __init__(self, *, secrets: Iterable[str], tolerance: float = 300, options=None):
         if isinstance(secrets, str | bytes):

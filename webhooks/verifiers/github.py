@@ -2,6 +2,7 @@
 
 import hashlib
 import hmac
+from datetime import timedelta
 
 from .base import BAD_SIGNATURE, MALFORMED_HEADER, BaseVerifier, Delivery
 from .base import VerificationFailed as Failed
@@ -10,6 +11,9 @@ from .base import VerificationFailed as Failed
 class GitHubVerifier(BaseVerifier):
     headers = ("X-GitHub-Delivery", "X-GitHub-Event", "X-Hub-Signature-256")
     signature_headers = ("X-Hub-Signature-256", "X-Hub-Signature")
+    # No signed time (signs_time is False). GitHub never retries by itself;
+    # its "Redeliver" reaches deliveries of the past three days.
+    retry_horizon = timedelta(days=3)
 
     def verify(self, body, headers):
         scheme, _, signature = self.header(headers, "X-Hub-Signature-256").partition(

@@ -35,6 +35,8 @@ class HmacVerifier(BaseVerifier):
         names = ("ID_HEADER", "EVENT_HEADER", "TIMESTAMP_HEADER", "SIGNATURE_HEADER")
         self.headers = tuple(self.options[n] for n in names if self.options[n])
         self.signature_headers = (self.options["SIGNATURE_HEADER"],)
+        # Only a signed timestamp bounds how long a captured body verifies.
+        self.signs_time = bool(self.options["TIMESTAMP_HEADER"])
 
     def check(self):
         problems = super().check()

@@ -23,6 +23,8 @@ class StandardWebhooksVerifier(BaseVerifier):
     signature_headers = ("webhook-signature",)
     # The signed text starts with webhook-id.
     signs_delivery_id = True
+    # webhook-timestamp is signed too.
+    signs_time = True
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)

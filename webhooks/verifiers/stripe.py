@@ -2,6 +2,7 @@
 
 import hashlib
 import hmac
+from datetime import timedelta
 
 from .base import (
     BAD_SIGNATURE,
@@ -18,6 +19,9 @@ class StripeVerifier(BaseVerifier):
     signature_headers = ("Stripe-Signature",)
     # The event id is read from the signed body.
     signs_delivery_id = True
+    # t= is signed; in live mode Stripe retries a delivery for up to 3 days.
+    signs_time = True
+    retry_horizon = timedelta(days=3)
 
     def verify(self, body, headers):
         timestamp, signatures = _parse(self.header(headers, "Stripe-Signature"))

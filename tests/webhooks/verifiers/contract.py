@@ -96,6 +96,11 @@ class VerifierContract:
         for skew in (-299, 299):
             assert self.make().authenticate(body, self.sign(body, timestamp=now + skew))
 
+    def test_it_declares_a_signed_time_exactly_when_it_refuses_a_stale_one(self):
+        # signs_time lets RETENTION be judged against TOLERANCE (webhooks.E019)
+        # instead of a stated REPLAY_HORIZON: it must match what verify() does.
+        assert self.make().signs_time is self.timestamped
+
     @pytest.mark.parametrize(
         "body",
         [
