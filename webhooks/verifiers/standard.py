@@ -24,6 +24,7 @@ class StandardWebhooksVerifier(BaseVerifier):
     signature_headers = ("webhook-signature",)
     # The signed text starts with webhook-id.
     signs_delivery_id = True
+    carries_event_time = True
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -48,10 +49,7 @@ class StandardWebhooksVerifier(BaseVerifier):
         signatures = _signatures(self.header(headers, "webhook-signature"))
         if not self._keys:
             raise Failed(NO_SECRET)
-        signed = f"{msg_id}.{timestamp}.".encode() + body
-        expected = [
-            hmac.new(key, signed, hashlib.sha256).digest() for key in self._keys
-        ]
+        expected = [_digest(key, msg_id, timestamp, body) for key in self._keys]
         if not self.matches(expected, signatures):
             raise Failed(BAD_SIGNATURE)
         event = self.json_object(body, headers)
@@ -64,6 +62,29 @@ class StandardWebhooksVerifier(BaseVerifier):
             event_type=event_type,
             occurred_at=_event_time(event.get("timestamp")),
         )
+
+    def sign(self, body, *, delivery_id, event_type, secret=None, timestamp=None):
+        secret, signed_at = self.signing(secret, timestamp)
+        key = decode_secret(secret)
+        if key is None:
+            raise ValueError("a Standard Webhooks secret is whsec_ + base64")
+        signature = _digest(key, delivery_id, signed_at, body)
+        return {
+            "webhook-id": delivery_id,
+            "webhook-timestamp": signed_at,
+            "webhook-signature": "v1," + base64.b64encode(signature).decode(),
+        }
+
+    def stamp(self, event, delivery):
+        stamped = {**event, "type": delivery.event_type}
+        if delivery.occurred_at is not None:
+            stamped["timestamp"] = delivery.occurred_at.isoformat()
+        return stamped
+
+
+def _digest(key: bytes, msg_id: str, timestamp: str, body: bytes) -> bytes:
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    return hmac.new(key, signed, hashlib.sha256).digest()
 
 
 def decode_secret(secret) -> bytes | None:

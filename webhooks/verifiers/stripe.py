@@ -19,15 +19,13 @@ class StripeVerifier(BaseVerifier):
     signature_headers = ("Stripe-Signature",)
     # The event id is read from the signed body.
     signs_delivery_id = True
+    carries_event_time = True
 
     def verify(self, body, headers):
         timestamp, signatures = _parse(self.header(headers, "Stripe-Signature"))
         self.timestamp(timestamp)
-        signed = timestamp.encode() + b"." + body
-        # Stripe's key is the whole "whsec_..." string, not a decoding of it.
         expected = [
-            hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest().encode()
-            for secret in self.secrets
+            _digest(secret, timestamp, body).encode() for secret in self.secrets
         ]
         if not self.matches(expected, signatures):
             raise Failed(BAD_SIGNATURE)
@@ -48,6 +46,23 @@ class StripeVerifier(BaseVerifier):
             )
         except Failed as exc:
             raise Failed(MALFORMED_BODY, exc.detail) from None
+
+    def sign(self, body, *, delivery_id, event_type, secret=None, timestamp=None):
+        secret, signed_at = self.signing(secret, timestamp)
+        signature = _digest(secret, signed_at, body)
+        return {"Stripe-Signature": f"t={signed_at},v1={signature}"}
+
+    def stamp(self, event, delivery):
+        stamped = {**event, "id": delivery.delivery_id, "type": delivery.event_type}
+        if delivery.occurred_at is not None:
+            stamped["created"] = int(delivery.occurred_at.timestamp())
+        return stamped
+
+
+def _digest(secret: str, timestamp: str, body: bytes) -> str:
+    # Stripe's key is the whole "whsec_..." string, not a decoding of it.
+    signed = timestamp.encode() + b"." + body
+    return hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
 def _parse(header):

@@ -7,14 +7,13 @@ import uuid
 import pytest
 from django.core import mail
 
-from idempotency.testing import deliveries
-from idempotency.testing.deliveries import Webhook
 from project.shop.models import Order
 from tests.testapp.models import Widget
+from tests.testing import broken
+from tests.testing.helpers import broken_message, widget_count
 from webhooks import handlers
-
-from . import broken
-from .conftest import broken_message, widget_count
+from webhooks.testing import deliveries
+from webhooks.testing.deliveries import Webhook
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
