@@ -44,17 +44,9 @@ UNTIMED = ["kit-github", "kit-hmac", "kit-partner"]
 
 @pytest.fixture(autouse=True)
 def sources(settings):
+    # Over tests/webhooks/conftest.py's sources; its handler_registry fixture
+    # forgets the handlers each test registers.
     settings.WEBHOOKS = {"SOURCES": SOURCES}
-
-
-@pytest.fixture(autouse=True)
-def registry():
-    """Handlers registered by a test are gone after it."""
-    handlers.handlers_for("", "")  # the demo's, discovered once up front
-    saved = {key: list(value) for key, value in handlers._registry.items()}
-    yield
-    handlers._registry.clear()
-    handlers._registry.update(saved)
 
 
 def make_widget(event):
