@@ -1,12 +1,11 @@
 import base64
-from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test import Client
 
 # Re-exported: the suite's concurrency tests import it from here.
-from idempotency.testing.threads import run_concurrently  # noqa: F401
+from idempotency.shared.testing.threads import run_concurrently  # noqa: F401
 from outbox.kicks import relay_kicker
 from tests.testapp import views
 from tests.testapp.downstream import provider
@@ -82,21 +81,6 @@ class ApiClient:
 
 
 @pytest.fixture
-def clock(monkeypatch):
-    """Move the apps' clock forward without sleeping."""
-    from idempotency.shared import clock as clock_module
-
-    real_now = clock_module.now
-
-    class Clock:
-        offset = timedelta(0)
-
-        def advance(self, **kwargs):
-            self.offset += timedelta(**kwargs)
-
-        def now(self):
-            return real_now() + self.offset
-
-    fake = Clock()
-    monkeypatch.setattr(clock_module, "now", fake.now)
-    return fake
+def clock(once_clock):
+    """Move the apps' clock forward without sleeping (the proof kit's clock)."""
+    return once_clock

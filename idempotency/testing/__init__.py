@@ -1,6 +1,9 @@
-"""The proof kit: run the failure cases against your own views and consumers.
+"""The keys' proof kit: run the failure cases against your own keyed views.
 
-Import the public helpers from their modules (``idempotency.testing.suites``,
-``.endpoints``, ``.consumers``, ``.deliveries``, ``.events``, ``.signing``);
-this package imports nothing, so the pytest plugin costs nothing to load.
+``suites.EndpointSuite`` and the checks behind it (``endpoints``). The other
+apps' kits live in ``inbox.testing``, ``outbox.testing`` and
+``webhooks.testing``, the machinery they share in
+``idempotency.shared.testing``; ``plugin`` is the pytest entry point that
+loads every kit's fixtures. This package imports nothing, so the plugin costs
+nothing to load.
 """

@@ -23,15 +23,15 @@ from django.db import connection, router
 
 from ..conf import idempotency_settings
 from ..models import IdempotencyRecord
-from . import guarantees as g
-from .clock import controlled_clock
-from .crashes import (
+from ..shared.testing.clock import controlled_clock
+from ..shared.testing.crashes import (
     SimulatedCrash,
     failing_after_first_write,
     require_committed_transactions,
     slowed,
 )
-from .threads import run_concurrently
+from ..shared.testing.threads import run_concurrently
+from . import guarantees as g
 
 # A pause after each statement of the racing requests: long enough to make a
 # check-then-act window show, short enough to stay under the default WAIT.

@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.db.models import Sum
 
-from idempotency.testing.events import check_published_twice
 from idempotency.testing.suites import EndpointSuite
+from outbox.testing.events import check_published_twice
 from project.shop.models import Order, Stock
 from project.shop.tasks import reserve_stock
 from tests.conftest import ApiClient

@@ -3,7 +3,7 @@ the broker redelivers and wherever the worker dies."""
 
 from django.db.models import Sum
 
-from idempotency.testing.suites import ConsumerSuite
+from inbox.testing.suites import ConsumerSuite
 from project.shop.models import Stock
 from project.shop.tasks import reserve_stock
 

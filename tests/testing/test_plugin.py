@@ -19,7 +19,8 @@ import uuid
 
 import pytest
 
-from idempotency.testing.suites import ConsumerSuite, EndpointSuite
+from idempotency.testing.suites import EndpointSuite
+from inbox.testing.suites import ConsumerSuite
 from tests.testapp.models import Widget
 from tests.testing import broken
 
@@ -61,8 +62,10 @@ class TestApplyBeforeReceive(ConsumerSuite):
 def test_the_plugin_is_registered_and_imports_nothing_when_loaded():
     plugins = importlib.metadata.entry_points(group="pytest11")
     assert "idempotency.testing.plugin" in [plugin.value for plugin in plugins]
+    # The entry point names each kit's plugin; loading them all costs nothing.
     probe = (
-        "import json, sys, idempotency.testing.plugin;"
+        "import importlib, json, sys, idempotency.testing.plugin as entry;"
+        "[importlib.import_module(name) for name in entry.pytest_plugins];"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
     )
     loaded = subprocess.run(
@@ -71,6 +74,18 @@ def test_the_plugin_is_registered_and_imports_nothing_when_loaded():
     top_level = set(json.loads(loaded.stdout))
     assert "pytest" in top_level
     assert not top_level & {"django", "rest_framework", "celery", "kombu"}
+
+
+def test_the_one_entry_point_gives_every_kits_fixtures(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    options = ("-p", "no:cacheprovider", "-p", "no:django")
+
+    fixtures = pytester.runpytest_subprocess(*options, "--fixtures")
+    markers = pytester.runpytest_subprocess(*options, "--markers")
+
+    for name in ("once_clock", "once_events", "once_webhooks"):
+        fixtures.stdout.fnmatch_lines([f"{name} -- *"])
+    markers.stdout.fnmatch_lines(["@pytest.mark.once: a django-once proof kit case*"])
 
 
 def test_suites_in_a_users_session_pass_on_sound_code_and_fail_on_broken_code(

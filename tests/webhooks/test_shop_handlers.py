@@ -7,11 +7,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from idempotency.testing.suites import WebhookSuite
 from project.shop.models import Order
 from tests.webhooks import signing
 from webhooks.handlers import handlers_for
 from webhooks.models import WebhookReceipt
+from webhooks.testing.suites import WebhookSuite
 
 pytestmark = pytest.mark.django_db
 

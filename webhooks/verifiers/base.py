@@ -1,4 +1,5 @@
-"""The verifier contract: declared headers and one constant-time ``verify()``."""
+"""The verifier contract: declared headers, one constant-time ``verify()``, and
+``sign()``, its inverse."""
 
 import hmac
 import logging
@@ -103,6 +104,9 @@ class BaseVerifier:
     # Manual resends can come later; the default RETENTION of 30 days is for
     # them.
     retry_horizon: timedelta = timedelta(days=3)
+    # Whether a delivery says when its event happened (Delivery.occurred_at),
+    # so that handlers can tell an older event from a newer one.
+    carries_event_time: bool = False
 
     def __init__(self, *, secrets: Iterable[str], tolerance: float = 300, options=None):
         if isinstance(secrets, str | bytes):
@@ -116,6 +120,38 @@ class BaseVerifier:
         raise NotImplementedError(
             f"{type(self).__name__} must implement verify(body, headers)."
         )
+
+    def sign(
+        self,
+        body: bytes,
+        *,
+        delivery_id: str,
+        event_type: str,
+        secret: str | None = None,
+        timestamp: int | None = None,
+    ) -> dict[str, str]:
+        """Return the headers the provider sends with ``body``: the inverse of
+        ``verify()``, for tests and the proof kit.
+
+        Signed with ``secret`` (by default the first, newest one) at
+        ``timestamp`` (Unix seconds; by default now, on the apps' clock). A
+        provider that reads the id or the type from the body ignores them here
+        (see ``stamp()``).
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement sign(body, ...)."
+        )
+
+    def stamp(self, event: dict, delivery: Delivery) -> dict:
+        """Return ``event`` with the delivery's id, type and time written where
+        ``verify()`` reads them in the body; by default they travel in headers."""
+        return event
+
+    def signing(self, secret: str | None, timestamp: int | None) -> tuple[str, str]:
+        """The secret and the timestamp (as sent) a ``sign()`` uses."""
+        if timestamp is None:
+            timestamp = int(clock.now().timestamp())
+        return (self.secrets[0] if secret is None else secret), str(timestamp)
 
     def hmac_keys(self) -> list[bytes]:
         """The keys signatures are computed with, one per secret."""

@@ -24,10 +24,7 @@ class GitHubVerifier(BaseVerifier):
         # GitHub signs the body only, no timestamp and no header: a replay is
         # caught by its delivery id or, under a fresh one, by its body's hash
         # (signs_delivery_id is False).
-        expected = [
-            hmac.new(secret.encode(), body, hashlib.sha256).hexdigest().encode()
-            for secret in self.secrets
-        ]
+        expected = [_digest(secret, body).encode() for secret in self.secrets]
         candidate = signature.lower().encode()
         if not self.matches(expected, [candidate]):
             raise Failed(BAD_SIGNATURE)
@@ -42,3 +39,15 @@ class GitHubVerifier(BaseVerifier):
         # A JSON object, or the form GitHub sends for "form" hooks.
         self.json_object(body, headers)
         return delivery
+
+    def sign(self, body, *, delivery_id, event_type, secret=None, timestamp=None):
+        secret, _ = self.signing(secret, timestamp)
+        return {
+            "X-Hub-Signature-256": "sha256=" + _digest(secret, body),
+            "X-GitHub-Delivery": delivery_id,
+            "X-GitHub-Event": event_type,
+        }
+
+
+def _digest(secret: str, body: bytes) -> str:
+    return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()

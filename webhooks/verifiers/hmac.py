@@ -57,15 +57,11 @@ class HmacVerifier(BaseVerifier):
         if not value.startswith(options["PREFIX"]):
             raise Failed(MALFORMED_HEADER, "signature prefix missing")
         candidate = self._decode(value[len(options["PREFIX"]) :])
-        signed = body
+        timestamp = None
         if options["TIMESTAMP_HEADER"]:
             timestamp = self.header(headers, options["TIMESTAMP_HEADER"])
             self.timestamp(timestamp)
-            signed = timestamp.encode() + b"." + body
-        expected = [
-            hmac.new(secret.encode(), signed, hashlib.sha256).digest()
-            for secret in self.secrets
-        ]
+        expected = [_digest(secret, timestamp, body) for secret in self.secrets]
         if not self.matches(expected, [candidate]):
             raise Failed(BAD_SIGNATURE)
         id_header, event_header = options["ID_HEADER"], options["EVENT_HEADER"]
@@ -79,6 +75,24 @@ class HmacVerifier(BaseVerifier):
             self.json_object(body, headers)
         return delivery
 
+    def sign(self, body, *, delivery_id, event_type, secret=None, timestamp=None):
+        options = self.options
+        secret, signed_at = self.signing(secret, timestamp)
+        stamp = signed_at if options["TIMESTAMP_HEADER"] else None
+        digest = _digest(secret, stamp, body)
+        if options["ENCODING"] == "base64":
+            encoded = base64.b64encode(digest).decode()
+        else:
+            encoded = digest.hex()
+        headers = {
+            options["SIGNATURE_HEADER"]: options["PREFIX"] + encoded,
+            options["ID_HEADER"]: delivery_id,
+            options["EVENT_HEADER"]: event_type,
+        }
+        if stamp is not None:
+            headers[options["TIMESTAMP_HEADER"]] = stamp
+        return headers
+
     def _decode(self, text):
         try:
             if self.options["ENCODING"] == "base64":
@@ -86,3 +100,9 @@ class HmacVerifier(BaseVerifier):
             return bytes.fromhex(text)
         except (binascii.Error, ValueError):
             raise Failed(MALFORMED_HEADER, "signature is not encoded") from None
+
+
+def _digest(secret: str, timestamp: str | None, body: bytes) -> bytes:
+    """HMAC-SHA256 of the body, or of ``<timestamp>.<body>`` when timestamped."""
+    signed = body if timestamp is None else timestamp.encode() + b"." + body
+    return hmac.new(secret.encode(), signed, hashlib.sha256).digest()

@@ -25,6 +25,7 @@ class StandardWebhooksVerifier(BaseVerifier):
     signs_delivery_id = True
     # webhook-timestamp is signed too.
     signs_time = True
+    carries_event_time = True
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -49,10 +50,7 @@ class StandardWebhooksVerifier(BaseVerifier):
         signatures = _signatures(self.header(headers, "webhook-signature"))
         if not self._keys:
             raise Failed(NO_SECRET)
-        signed = f"{msg_id}.{timestamp}.".encode() + body
-        expected = [
-            hmac.new(key, signed, hashlib.sha256).digest() for key in self._keys
-        ]
+        expected = [_digest(key, msg_id, timestamp, body) for key in self._keys]
         if not self.matches(expected, signatures):
             raise Failed(BAD_SIGNATURE)
         event = self.json_object(body, headers)
@@ -67,6 +65,29 @@ class StandardWebhooksVerifier(BaseVerifier):
             # header's is re-signed on every retry, so it cannot order events.
             occurred_at=self.iso_event_time(event.get("timestamp")),
         )
+
+    def sign(self, body, *, delivery_id, event_type, secret=None, timestamp=None):
+        secret, signed_at = self.signing(secret, timestamp)
+        key = decode_secret(secret)
+        if key is None:
+            raise ValueError("a Standard Webhooks secret is whsec_ + base64")
+        signature = _digest(key, delivery_id, signed_at, body)
+        return {
+            "webhook-id": delivery_id,
+            "webhook-timestamp": signed_at,
+            "webhook-signature": "v1," + base64.b64encode(signature).decode(),
+        }
+
+    def stamp(self, event, delivery):
+        stamped = {**event, "type": delivery.event_type}
+        if delivery.occurred_at is not None:
+            stamped["timestamp"] = delivery.occurred_at.isoformat()
+        return stamped
+
+
+def _digest(key: bytes, msg_id: str, timestamp: str, body: bytes) -> bytes:
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    return hmac.new(key, signed, hashlib.sha256).digest()
 
 
 def decode_secret(secret) -> bytes | None:

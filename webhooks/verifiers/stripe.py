@@ -22,15 +22,13 @@ class StripeVerifier(BaseVerifier):
     # t= is signed; in live mode Stripe retries a delivery for up to 3 days.
     signs_time = True
     retry_horizon = timedelta(days=3)
+    carries_event_time = True
 
     def verify(self, body, headers):
         timestamp, signatures = _parse(self.header(headers, "Stripe-Signature"))
         self.timestamp(timestamp)
-        signed = timestamp.encode() + b"." + body
-        # Stripe's key is the whole "whsec_..." string, not a decoding of it.
         expected = [
-            hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest().encode()
-            for secret in self.secrets
+            _digest(secret, timestamp, body).encode() for secret in self.secrets
         ]
         if not self.matches(expected, signatures):
             raise Failed(BAD_SIGNATURE)
@@ -45,6 +43,23 @@ class StripeVerifier(BaseVerifier):
             )
         except Failed as exc:
             raise Failed(MALFORMED_BODY, exc.detail) from None
+
+    def sign(self, body, *, delivery_id, event_type, secret=None, timestamp=None):
+        secret, signed_at = self.signing(secret, timestamp)
+        signature = _digest(secret, signed_at, body)
+        return {"Stripe-Signature": f"t={signed_at},v1={signature}"}
+
+    def stamp(self, event, delivery):
+        stamped = {**event, "id": delivery.delivery_id, "type": delivery.event_type}
+        if delivery.occurred_at is not None:
+            stamped["created"] = int(delivery.occurred_at.timestamp())
+        return stamped
+
+
+def _digest(secret: str, timestamp: str, body: bytes) -> str:
+    # Stripe's key is the whole "whsec_..." string, not a decoding of it.
+    signed = timestamp.encode() + b"." + body
+    return hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
 def _parse(header):

@@ -1,5 +1,9 @@
 """The contract every verifier passes; each verifier's tests subclass it."""
 
+import json
+import time
+from dataclasses import replace
+from datetime import timedelta
 from urllib.parse import quote_plus
 
 import pytest
@@ -10,7 +14,7 @@ from tests.webhooks import signing
 from webhooks.bodies import FORM
 from webhooks.conf import verifier_class
 from webhooks.verifiers import base
-from webhooks.verifiers.base import VerificationFailed
+from webhooks.verifiers.base import Delivery, VerificationFailed
 
 # Header values as WSGI hands them over: any text, latin-1 range included.
 header_text = st.text(st.characters(max_codepoint=0xFF), max_size=200)
@@ -29,6 +33,8 @@ class VerifierContract:
     other_secret = ""  # a valid secret of the same form, not the signing one
     timestamped = True
     options = {}
+    # The event type the test signer below puts in a header, where it has one.
+    signed_event_type = "thing.happened"
 
     def sign(self, body: bytes, *, secret=None, delivery_id="evt_1", timestamp=None):
         """Headers for ``body`` signed with ``secret`` (default: self.secret)."""
@@ -47,6 +53,11 @@ class VerifierContract:
             (verifier or self.make()).authenticate(body, headers)
         assert caught.value.reason == reason, caught.value.detail
         return caught.value
+
+    def signed_by_verifier(self, body, *, delivery_id="evt_1", **kwargs):
+        """Headers the verifier's own ``sign()`` makes for ``body``."""
+        kwargs.setdefault("event_type", self.signed_event_type)
+        return self.make().sign(body, delivery_id=delivery_id, **kwargs)
 
     # The contract.
 
@@ -149,3 +160,44 @@ class VerifierContract:
             self.make().authenticate(body, self.sign(body))
         except VerificationFailed as exc:
             assert exc.reason == base.MALFORMED_BODY
+
+    # sign(), the inverse of verify().
+
+    def test_what_sign_makes_verifies(self):
+        body = self.body("evt_9")
+        headers = self.signed_by_verifier(
+            body, delivery_id="evt_9", event_type="thing.happened"
+        )
+        delivery = self.make().authenticate(body, headers)
+        assert delivery.delivery_id == "evt_9"
+        assert delivery.event_type == "thing.happened"
+
+    def test_sign_makes_what_the_providers_scheme_makes(self):
+        # The test signer above is written from the provider's docs or SDK,
+        # independently of the verifier: the two must agree to the byte.
+        body = self.body()
+        now = int(time.time())
+        made = self.signed_by_verifier(body, timestamp=now)
+        assert made == self.sign(body, timestamp=now)
+
+    def test_sign_uses_the_secret_and_the_time_it_is_given(self, clock):
+        body = self.body()
+        other = self.signed_by_verifier(body, secret=self.other_secret)
+        self.refused(base.BAD_SIGNATURE, body, other)
+        assert self.make([self.secret, self.other_secret]).authenticate(body, other)
+        if self.timestamped:
+            stale = int(clock.now().timestamp()) - 301
+            late = self.signed_by_verifier(body, timestamp=stale)
+            self.refused(base.BAD_TIMESTAMP, body, late)
+
+    def test_stamp_and_sign_make_the_delivery_verify_reads_back(self, clock):
+        verifier = self.make()
+        occurred_at = clock.now().replace(microsecond=0) - timedelta(hours=1)
+        sent = Delivery("evt_5", "thing.stamped", occurred_at)
+        body = json.dumps(verifier.stamp({"data": {}}, sent)).encode()
+        headers = verifier.sign(body, delivery_id="evt_5", event_type="thing.stamped")
+        received = verifier.authenticate(body, headers)
+        if verifier.carries_event_time:
+            assert received == sent
+        else:
+            assert received == replace(sent, occurred_at=None)

@@ -15,6 +15,7 @@ class TestGitHubVerifier(VerifierContract):
     secret = signing.GITHUB_SECRET
     other_secret = "another secret"
     timestamped = False
+    signed_event_type = "push"
 
     def sign(self, body, *, secret=None, delivery_id="evt_1", timestamp=None):
         return signing.github_headers(body, secret or self.secret, delivery_id)
@@ -38,6 +39,12 @@ class TestGitHubVerifier(VerifierContract):
 
     def test_our_helper_reproduces_the_documented_signature(self):
         headers = signing.github_headers(b"Hello, World!")
+        assert headers["X-Hub-Signature-256"] == DOCUMENTED_SIGNATURE
+
+    def test_sign_reproduces_the_documented_signature(self):
+        headers = self.make().sign(
+            b"Hello, World!", delivery_id="72d3", event_type="push"
+        )
         assert headers["X-Hub-Signature-256"] == DOCUMENTED_SIGNATURE
 
     @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ class TestHmacVerifier(VerifierContract):
     secret = signing.HMAC_SECRET
     other_secret = "another-hmac-secret"
     timestamped = False
+    signed_event_type = "ping"
 
     def sign(self, body, *, secret=None, delivery_id="evt_1", timestamp=None):
         return signing.hmac_headers(body, secret or self.secret, delivery_id)
@@ -31,6 +32,7 @@ class TestHmacVerifierBase64WithTimestamp(VerifierContract):
     verifier = "webhooks.verifiers.hmac.HmacVerifier"
     secret = "b64-secret"
     other_secret = "b64-secret-old"
+    signed_event_type = "ping"
     options = {
         "SIGNATURE_HEADER": "X-Sig",
         "ID_HEADER": "X-Id",

@@ -31,6 +31,13 @@ class TestStandardWebhooksVerifier(VerifierContract):
         assert delivery.event_type == payload["type"]
         assert delivery.occurred_at == datetime.fromisoformat(payload["timestamp"])
 
+    def test_the_library_accepts_what_sign_makes(self):
+        body = self.body()
+        headers = self.signed_by_verifier(body, delivery_id="msg_signed")
+        payload = standardwebhooks.Webhook(self.secret).verify(body, headers)
+        assert headers["webhook-id"] == "msg_signed"
+        assert payload["type"] == "thing.happened"
+
     def test_one_valid_signature_among_several_verifies(self):
         body = self.body()
         headers = self.sign(body)

@@ -30,6 +30,14 @@ class TestStripeVerifier(VerifierContract):
         assert delivery.event_type == event.type
         assert int(delivery.occurred_at.timestamp()) == event.created
 
+    def test_the_library_accepts_what_sign_makes(self):
+        body = self.body("evt_signed")
+        headers = self.signed_by_verifier(body, delivery_id="evt_signed")
+        event = stripe.Webhook.construct_event(
+            body.decode(), headers["Stripe-Signature"], self.secret
+        )
+        assert event.id == "evt_signed"
+
     def test_the_whole_whsec_string_is_the_key(self):
         body = self.body()
         t = str(int(time.time()))

@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from idempotency.shared import clock
-from idempotency.testing.clock import controlled_clock
-from idempotency.testing.crashes import (
+from idempotency.shared.testing.clock import controlled_clock
+from idempotency.shared.testing.crashes import (
     AFTER,
     BEFORE,
     InjectedFailure,

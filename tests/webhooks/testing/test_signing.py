@@ -7,7 +7,7 @@ import pytest
 import standardwebhooks
 import stripe
 
-from idempotency.testing.signing import CannotSign, sign, verifier_kind
+from webhooks.testing.signing import CannotSign, sign, verifier_kind
 from webhooks.verifiers.base import BaseVerifier, Delivery
 
 from .test_deliveries import SOURCES
@@ -28,7 +28,7 @@ def sources(settings):
         "SOURCES": {
             **SOURCES,
             "custom": {
-                "VERIFIER": "tests.testing.test_signing.OwnVerifier",
+                "VERIFIER": "tests.webhooks.testing.test_signing.OwnVerifier",
                 "SECRETS": ["x" * 32],
             },
         }

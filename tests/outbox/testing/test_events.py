@@ -5,14 +5,13 @@ from contextlib import suppress
 import pytest
 from django.db import transaction
 
-from idempotency.testing.events import capture_events, check_published_twice
-from idempotency.testing.guarantees import CannotCheck
+from idempotency.shared.testing.guarantees import CannotCheck
 from outbox.api import record
+from outbox.testing.events import capture_events, check_published_twice
 from project.shop.models import Stock
 from project.shop.tasks import reserve_stock
-
-from . import broken
-from .conftest import broken_message, widget_count
+from tests.testing import broken
+from tests.testing.helpers import broken_message, widget_count
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ORDER = {"sku": "BOOK-1", "quantity": 2}

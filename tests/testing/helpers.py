@@ -1,7 +1,10 @@
+"""What the kits' tests share: a widget body, a count, a failure's report."""
+
 import uuid
 
 import pytest
 
+from idempotency.shared.testing.guarantees import GuaranteeBroken
 from tests.testapp.models import Widget
 
 
@@ -16,8 +19,6 @@ def widget_count():
 
 def broken_message(check, *args) -> str:
     """Run ``check``, which must fail, and return what it reports."""
-    from idempotency.testing.guarantees import GuaranteeBroken
-
     with pytest.raises(GuaranteeBroken) as caught:
         check(*args)
     return str(caught.value)

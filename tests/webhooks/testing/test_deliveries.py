@@ -7,14 +7,13 @@ import uuid
 import pytest
 from django.core import mail
 
-from idempotency.testing import deliveries
-from idempotency.testing.deliveries import Webhook
 from project.shop.models import Order
 from tests.testapp.models import Widget
+from tests.testing import broken
+from tests.testing.helpers import broken_message, widget_count
 from webhooks import handlers
-
-from . import broken
-from .conftest import broken_message, widget_count
+from webhooks.testing import deliveries
+from webhooks.testing.deliveries import Webhook
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,17 +44,9 @@ UNTIMED = ["kit-github", "kit-hmac", "kit-partner"]
 
 @pytest.fixture(autouse=True)
 def sources(settings):
+    # Over tests/webhooks/conftest.py's sources; its handler_registry fixture
+    # forgets the handlers each test registers.
     settings.WEBHOOKS = {"SOURCES": SOURCES}
-
-
-@pytest.fixture(autouse=True)
-def registry():
-    """Handlers registered by a test are gone after it."""
-    handlers.handlers_for("", "")  # the demo's, discovered once up front
-    saved = {key: list(value) for key, value in handlers._registry.items()}
-    yield
-    handlers._registry.clear()
-    handlers._registry.update(saved)
 
 
 def make_widget(event):

@@ -8,8 +8,7 @@ import pytest
 
 from idempotency.testing import endpoints
 from idempotency.testing.endpoints import Endpoint
-
-from .conftest import broken_message, new_widget, widget_count
+from tests.testing.helpers import broken_message, new_widget, widget_count
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

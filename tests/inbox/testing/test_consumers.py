@@ -2,16 +2,15 @@
 
 import pytest
 
-from idempotency.testing import consumers
-from idempotency.testing.consumers import Consumer
-from idempotency.testing.guarantees import CannotCheck
+from idempotency.shared.testing.guarantees import CannotCheck
 from inbox.api import consumer
+from inbox.testing import consumers
+from inbox.testing.consumers import Consumer
 from project.shop.models import Stock
 from project.shop.tasks import reserve_stock
 from tests.testapp.models import Widget
-
-from . import broken
-from .conftest import broken_message, new_widget, widget_count
+from tests.testing import broken
+from tests.testing.helpers import broken_message, new_widget, widget_count
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BY_NAME = {"ids": lambda check: check.__name__}

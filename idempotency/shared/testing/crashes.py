@@ -1,0 +1,245 @@
+"""Make code fail or die at chosen points, the way a process or a database does.
+
+* ``failing_after_first_write()``: the view's first write succeeds, then it
+  raises, as a bug or a lost connection would (the exception is an ordinary
+  one: the library sees a failed attempt).
+* ``commit_points()``: number every point where work becomes durable (a
+  transaction's COMMIT, or a write in autocommit mode), and optionally die
+  just before or just after one of them. Dying is ``SimulatedCrash``, a
+  ``BaseException`` like ``SystemExit``: no ``except Exception`` in the code
+  under test or in the library catches it, so nothing records a failure,
+  as when the process is killed.
+"""
+
+import re
+import time
+from collections.abc import Callable, Collection, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+
+from django.db import connection, connections
+
+BEFORE = "before"
+AFTER = "after"
+
+# Statements that change rows; a WITH query counts when it holds one of them.
+_WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "MERGE", "REPLACE", "TRUNCATE"})
+# The verb and the table of a plain write, which is all a summary needs.
+_WRITE_TARGET = re.compile(r'(INSERT INTO|UPDATE|DELETE FROM) ("[^"]+"|\S+)', re.I)
+
+
+class SimulatedCrash(BaseException):
+    """The process died here: nothing after this point runs."""
+
+
+class InjectedFailure(RuntimeError):
+    """A failure the proof kit made happen, after the view's first write."""
+
+
+def require_committed_transactions(case: str) -> None:
+    """Refuse to run ``case`` inside a test transaction: nothing commits there,
+    and other threads see nothing."""
+    from . import guarantees
+
+    if connection.in_atomic_block:
+        raise guarantees.CannotCheck(
+            case,
+            "it needs committed transactions, and this test runs inside one: "
+            "use pytest.mark.django_db(transaction=True) or the transactional_db "
+            "fixture",
+        )
+
+
+def is_write(sql: str) -> bool:
+    """Whether ``sql`` changes rows (not BEGIN, SAVEPOINT, SET, a SELECT...)."""
+    words = sql.upper().split()
+    if not words:
+        return False
+    if words[0] == "WITH":
+        return not _WRITES.isdisjoint(words)
+    return words[0] in _WRITES
+
+
+def statement(sql: str, length: int = 70) -> str:
+    """A statement in short: ``INSERT INTO "shop_order"``, or its start."""
+    text = " ".join(sql.split())
+    write = _WRITE_TARGET.match(text)
+    if write:
+        return write.group(0)
+    return text if len(text) <= length else text[: length - 1] + "…"
+
+
+# Failing after the first write.
+
+
+@dataclass
+class Injection:
+    """Where ``failing_after_first_write()`` failed; None until it did."""
+
+    after: str | None = None
+
+
+@contextmanager
+def failing_after_first_write(
+    ignore_tables: Collection[str] = (),
+) -> Iterator[Injection]:
+    """Raise ``InjectedFailure`` right after the first write in this thread
+    (the view's: in the claim's transaction when the view is guarded).
+
+    Statements that name one of ``ignore_tables`` (the library's own records,
+    sessions) are let through.
+    """
+    injection = Injection()
+
+    def wrapper(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if (
+            injection.after is None
+            and is_write(sql)
+            and not any(table in sql for table in ignore_tables)
+        ):
+            injection.after = statement(sql)
+            raise InjectedFailure(f"injected by the proof kit after {injection.after}")
+        return result
+
+    with _wrapping_every_connection(wrapper):
+        yield injection
+
+
+@contextmanager
+def slowed(seconds: float) -> Iterator[None]:
+    """Pause after every statement of this thread: widens race windows, so a
+    check-then-act bug shows up on the first run instead of now and then."""
+
+    def wrapper(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        time.sleep(seconds)
+        return result
+
+    with _wrapping_every_connection(wrapper):
+        yield
+
+
+# Commit points.
+
+
+@dataclass
+class CommitPoints:
+    """The durable points reached so far, and the crash to simulate, if any."""
+
+    crash_at: int | None = None
+    when: str = AFTER
+    points: list[str] = field(default_factory=list)
+    crashed: str | None = None
+    # Writes of the transaction in progress, to describe its COMMIT.
+    _pending: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """``1) COMMIT of INSERT INTO "inbox_message"…; 2) …``."""
+        return "; ".join(f"{n}) {p}" for n, p in enumerate(self.points, 1))
+
+    def reach(self, what: str, when: str, connection) -> None:
+        """Called just before and just after each durable point; dies there
+        when told to."""
+        if when == BEFORE:
+            number = len(self.points) + 1
+            if (self.crash_at, self.when) == (number, BEFORE):
+                self.crashed = f"just before durable point {number}: {what}"
+                raise SimulatedCrash(self.crashed)
+            return
+        self.points.append(what)
+        number = len(self.points)
+        if (self.crash_at, self.when) == (number, AFTER):
+            self.crashed = f"just after durable point {number}: {what}"
+            # A dead process runs no on_commit callbacks (Django keeps the
+            # pending ones here until autocommit is switched back on).
+            connection.run_on_commit = []
+            raise SimulatedCrash(self.crashed)
+
+
+@contextmanager
+def commit_points(crash_at: int | None = None, when: str = AFTER):
+    """Count the durable points of the block, in this thread; with
+    ``crash_at=n``, die just ``before`` or ``after`` the n-th one."""
+    tracker = CommitPoints(crash_at=crash_at, when=when)
+
+    def wrapper(execute, sql, params, many, context):
+        connection = context["connection"]
+        autocommitted = (
+            is_write(sql)
+            and not connection.in_atomic_block
+            and connection.get_autocommit()
+        )
+        if not autocommitted:
+            if is_write(sql):
+                tracker._pending.append(statement(sql))
+            return execute(sql, params, many, context)
+        what = f"autocommitted {statement(sql)}"
+        tracker.reach(what, BEFORE, connection)
+        result = execute(sql, params, many, context)
+        tracker.reach(what, AFTER, connection)
+        return result
+
+    with ExitStack() as stack:
+        stack.enter_context(_wrapping_every_connection(wrapper))
+        for connection in connections.all():
+            stack.enter_context(_watching_commits(connection, tracker))
+        yield tracker
+
+
+@contextmanager
+def _watching_commits(connection, tracker: CommitPoints):
+    commit = connection.commit
+
+    def watched():
+        writes = ", ".join(tracker._pending) or "no write"
+        what = f"COMMIT of {writes}"
+        tracker._pending.clear()
+        try:
+            tracker.reach(what, BEFORE, connection)
+        except SimulatedCrash:
+            # The connection dies with the process: the database rolls the
+            # transaction back.
+            connection.rollback()
+            raise
+        commit()
+        tracker.reach(what, AFTER, connection)
+
+    rollback = connection.rollback
+
+    def watched_rollback():
+        tracker._pending.clear()
+        rollback()
+
+    # Atomic blocks call connection.commit() and rollback(): shadow them on
+    # this connection object only, for the block's duration.
+    connection.commit = watched
+    connection.rollback = watched_rollback
+    try:
+        yield
+    finally:
+        del connection.commit, connection.rollback
+
+
+@contextmanager
+def _wrapping_every_connection(wrapper: Callable) -> Iterator[None]:
+    with ExitStack() as stack:
+        for connection in connections.all():
+            stack.enter_context(connection.execute_wrapper(wrapper))
+        yield
+
+
+__all__ = [
+    "AFTER",
+    "BEFORE",
+    "CommitPoints",
+    "InjectedFailure",
+    "Injection",
+    "SimulatedCrash",
+    "commit_points",
+    "failing_after_first_write",
+    "is_write",
+    "require_committed_transactions",
+    "slowed",
+    "statement",
+]

@@ -1,0 +1,83 @@
+"""How a check reports a broken guarantee, or a case it cannot run; each kit
+writes its own guarantees, one sentence each."""
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+# How much of a body a failure message shows.
+EXCERPT = 160
+
+
+class GuaranteeBroken(AssertionError):
+    """A guarantee does not hold for the code under test; says which, and why."""
+
+    def __init__(self, guarantee: str, evidence: Iterable[str]):
+        self.guarantee = guarantee
+        self.evidence = list(evidence)
+        lines = [f"Guarantee broken: {guarantee}."]
+        lines += [f"  {line}" for line in self.evidence]
+        super().__init__("\n".join(lines))
+
+
+class CannotCheck(AssertionError):
+    """The check could not run against this code: its setup needs a change."""
+
+    def __init__(self, case: str, problem: str):
+        self.case = case
+        self.problem = problem
+        super().__init__(f"The proof kit cannot run {case!r}: {problem}")
+
+
+def measure(effects) -> Any:
+    """Read ``effects()``; None (an empty table's Sum) counts as 0."""
+    value = effects()
+    return 0 if value is None else value
+
+
+def broken(guarantee: str, *evidence: str) -> GuaranteeBroken:
+    return GuaranteeBroken(guarantee, evidence)
+
+
+def change(before, after, expected) -> str:
+    """``effects went 0 → 2 (expected 0 → 1)``."""
+    return f"effects went {before} → {after} (expected {before} → {expected})"
+
+
+def once_verdict(before, after, delta) -> str | None:
+    """What went wrong with an effect that had to happen once (None: nothing)."""
+    if after - before == delta:
+        return None
+    if after == before:
+        verdict = "the effect was lost"
+    elif after - before == 2 * delta:
+        verdict = "the effect was applied twice"
+    else:
+        verdict = "the effect is wrong"
+    return f"{verdict}: {change(before, after, before + delta)}"
+
+
+def excerpt(content: bytes | str) -> str:
+    """The start of a body, on one line."""
+    if isinstance(content, bytes):
+        content = content.decode(errors="replace")
+    text = " ".join(content.split())
+    return text if len(text) <= EXCERPT else text[: EXCERPT - 1] + "…"
+
+
+def answer(response) -> str:
+    """``201 {"id": 1} (Idempotent-Replayed)``: what a response said."""
+    replayed = response.get("Idempotent-Replayed") == "true"
+    marker = "replayed" if replayed else "not replayed"
+    text = f"{response.status_code} {excerpt(response.content)} ({marker}"
+    if response.get("Retry-After"):
+        text += f", Retry-After: {response['Retry-After']}"
+    return text + ")"
+
+
+def shown(value) -> str:
+    """A payload or state, compactly."""
+    try:
+        return excerpt(json.dumps(value, sort_keys=True, default=str))
+    except TypeError:
+        return excerpt(repr(value))

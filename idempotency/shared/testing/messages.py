@@ -1,0 +1,60 @@
+"""A message as a broker hands it to a consumer: the outbox relay's wire
+format, which the inbox reads. The consumer checks deliver these, and the
+outbox's capture makes them."""
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+# The header every outbox delivery carries its message id in (the inbox reads
+# it first); the wire format is the contract.
+MESSAGE_ID_HEADER = "once-message-id"
+# The header the event's own headers travel in, as a table.
+EVENT_HEADERS = "once-headers"
+
+
+@dataclass(frozen=True)
+class Message:
+    """One event as a broker delivers it; a redelivery has the same ``id``."""
+
+    id: str
+    event_type: str
+    payload: Any
+    aggregate_type: str = ""
+    aggregate_id: str = ""
+    headers: dict = field(default_factory=dict)
+
+    def task_kwargs(self) -> dict:
+        """The keyword arguments ``CeleryTaskPublisher`` gives the task."""
+        return {
+            "event_type": self.event_type,
+            "aggregate_type": self.aggregate_type,
+            "aggregate_id": self.aggregate_id,
+            "payload": self.payload,
+            "headers": self.headers,
+        }
+
+
+def new_message(event_type: str, payload: Any, aggregate_type: str = "") -> Message:
+    """A message with a fresh id, headed as ``outbox.publishers.envelope()``
+    heads every delivery."""
+    message_id = str(uuid.uuid4())
+    aggregate_type = aggregate_type or event_type.partition(".")[0]
+    aggregate_id = str(payload.get("id", "")) if isinstance(payload, dict) else ""
+    headers = {
+        MESSAGE_ID_HEADER: message_id,
+        "id": message_id,
+        "type": event_type,
+        "aggregatetype": aggregate_type,
+        "aggregateid": aggregate_id,
+        EVENT_HEADERS: {MESSAGE_ID_HEADER: message_id},
+    }
+    return Message(
+        message_id, event_type, payload, aggregate_type, aggregate_id, headers
+    )
+
+
+def call_with_task_kwargs(consume: Callable, message: Message) -> Any:
+    """Hand ``message`` to a Celery task or function as the relay's task gets it."""
+    return consume(**message.task_kwargs())

@@ -1,0 +1,50 @@
+"""The test class that runs every failure case against one message consumer:
+subclass it, say what to call and what to count, and pytest collects a test
+per case (see ``idempotency.testing.suites`` for how the suites run)."""
+
+from typing import Any
+
+from idempotency.shared.testing.suites import Suite
+
+from . import consumers
+
+
+class ConsumerSuite(Suite):
+    """Every failure case of one message consumer (see ``consumers``)."""
+
+    # The Celery task or function, called with the relay's keyword arguments.
+    consumer: Any
+    event_type: str
+    aggregate_type = ""
+    # The event's payload, or a method returning one per message.
+    payload: Any = None
+
+    def deliver(self, consume, message: consumers.Message):
+        """Hand ``message`` to ``consume``; override for another signature."""
+        return consumers.call_with_task_kwargs(consume, message)
+
+    def consumer_under_test(self) -> consumers.Consumer:
+        consume = self._required("consumer")
+        # A function set as a class attribute would bind as a method.
+        if isinstance(consume, staticmethod):
+            consume = consume.__func__
+        return consumers.Consumer(
+            consume=consume,
+            event_type=self._required("event_type"),
+            payload=self.payload,
+            effects=self.effects,
+            aggregate_type=self.aggregate_type,
+            deliver=self.deliver,
+        )
+
+    def test_a_redelivered_message_is_applied_once(self):
+        consumers.check_redelivery(self.consumer_under_test())
+
+    def test_a_crash_after_the_commit_before_the_ack_applies_once(self):
+        consumers.check_crash_before_ack(self.consumer_under_test())
+
+    def test_a_crash_at_any_point_applies_exactly_once(self):
+        consumers.check_crash_anywhere(self.consumer_under_test())
+
+
+__all__ = ["ConsumerSuite"]

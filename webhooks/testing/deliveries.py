@@ -1,0 +1,346 @@
+"""The failure cases of webhook handlers, run against the user's own ones.
+
+Deliveries are signed for a configured source (``signing``), POSTed to its
+intake URL, and processed in the test's thread as a worker would process
+what the intake enqueued (``webhooks.processing.process``), so the user's
+registered handlers run exactly as in production.
+"""
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import router
+from django.test import Client, TestCase, override_settings
+from django.urls import reverse
+
+from idempotency.shared import clock
+from idempotency.shared.testing import guarantees as g
+from idempotency.shared.testing.crashes import (
+    AFTER,
+    BEFORE,
+    SimulatedCrash,
+    commit_points,
+    require_committed_transactions,
+)
+
+from ..models import WebhookReceipt
+from ..processing import HandlerFailed, process
+from .signing import CannotSign, SignedDelivery, sign, signer, verifier_kind
+
+REDELIVERED_WEBHOOK = (
+    "a webhook delivered again with the same delivery id runs its handlers once"
+)
+CRASHED_WEBHOOK = (
+    "a webhook whose worker died while processing it is applied exactly once"
+)
+STALE_WEBHOOK = "an event older than the state it would overwrite is ignored"
+
+# How much older the stale event is than the newer one.
+STALE_BY = timedelta(hours=1)
+
+# Receipt ids the intake enqueued, in order (WEBHOOKS["ENQUEUE"] points at
+# collect() while a check runs).
+_enqueued: list[int] = []
+
+
+def collect(receipt_id: int) -> None:
+    """The kit's WEBHOOKS["ENQUEUE"]: keep the receipt for the test's worker."""
+    _enqueued.append(receipt_id)
+
+
+@dataclass
+class Webhook:
+    """A source's event and what its handlers do, as the checks drive them.
+
+    ``body()`` returns a new event (a JSON object as the provider sends it,
+    or bytes) for each delivery: create what it refers to, and make each
+    distinct (GitHub and HMAC sources dedupe identical bodies too).
+    ``effects()`` returns a number that grows with the handlers' effect. For
+    the order case, ``state(body)`` reads the state the event about ``body``
+    sets, and ``older_body(newer)`` returns an older event about the same
+    object (by default ``newer`` itself) of type ``older_event_type``.
+    ``sign(body, *, event_type, delivery_id, occurred_at)`` signs for a
+    verifier of one's own.
+    """
+
+    source: str
+    event_type: str
+    body: Callable[[], Any]
+    effects: Callable[[], Any]
+    url: str | None = None
+    older_event_type: str | None = None
+    older_body: Callable[[Any], Any] | None = None
+    state: Callable[[Any], Any] | None = None
+    sign: Callable[..., SignedDelivery] | None = None
+
+    def signed(
+        self,
+        body,
+        *,
+        event_type: str | None = None,
+        delivery_id: str | None = None,
+        occurred_at: datetime | None = None,
+    ) -> SignedDelivery:
+        signer = self.sign or _sign_for(self.source)
+        return signer(
+            body,
+            event_type=event_type or self.event_type,
+            delivery_id=delivery_id,
+            occurred_at=occurred_at,
+        )
+
+
+def _sign_for(source):
+    def signer(body, **kwargs):
+        try:
+            return sign(source, body, **kwargs)
+        except CannotSign as exc:
+            pytest.skip(str(exc))
+
+    return signer
+
+
+class Intake:
+    """POST signed deliveries to the intake, and process what they enqueued,
+    in this thread, as a worker would. Use it inside ``intake()``."""
+
+    def __init__(self, url: str | None = None):
+        self.url = url
+        self.client = Client()
+
+    def url_for(self, source: str) -> str:
+        return self.url or reverse("webhooks:intake", args=[source])
+
+    def post(self, delivery: SignedDelivery):
+        """Send ``delivery``; return the answer and the receipts it enqueued."""
+        _enqueued.clear()
+        # Inside a test transaction the enqueue waits for a commit that never
+        # comes: run it at the end of the request instead.
+        with TestCase.captureOnCommitCallbacks(
+            using=router.db_for_write(WebhookReceipt), execute=True
+        ):
+            response = self.client.post(
+                self.url_for(delivery.source),
+                data=delivery.body,
+                content_type=delivery.content_type,
+                headers=delivery.headers,
+            )
+        return response, list(_enqueued)
+
+    def accept(self, delivery: SignedDelivery):
+        """POST a new ``delivery``, which must be accepted; return the answer
+        and the receipts it enqueued."""
+        response, queued = self.post(delivery)
+        if response.status_code >= 300:
+            raise g.CannotCheck(
+                "webhook",
+                f"the intake at {self.url_for(delivery.source)} refused a "
+                f"{delivery.source} delivery the kit signed: {g.answer(response)}",
+            )
+        return response, queued
+
+    def process(self, receipt_id: int) -> str:
+        """Run the receipt's handlers as a worker would."""
+        try:
+            return process(receipt_id)
+        except HandlerFailed:
+            receipt = WebhookReceipt.objects.get(pk=receipt_id)
+            raise g.CannotCheck(
+                "webhook",
+                f"a handler of {receipt.source} {receipt.event_type} raised:\n"
+                f"{receipt.last_error[-1500:]}",
+            ) from None
+
+    def deliver(self, delivery: SignedDelivery):
+        """POST a new ``delivery`` and process it; return the intake's answer."""
+        response, queued = self.accept(delivery)
+        for receipt_id in queued:
+            self.process(receipt_id)
+        return response
+
+    def send(self, source: str, body, *, event_type: str, **signing):
+        """Sign ``body`` for ``source`` (see ``signing.sign``), deliver it and
+        process it; return the intake's answer."""
+        return self.deliver(sign(source, body, event_type=event_type, **signing))
+
+
+@contextmanager
+def intake(url: str | None = None) -> Iterator[Intake]:
+    """Route the intake's enqueue to the test's worker for the block."""
+    configured = getattr(settings, "WEBHOOKS", {})
+    with override_settings(WEBHOOKS={**configured, "ENQUEUE": f"{__name__}.collect"}):
+        yield Intake(url)
+
+
+def check_webhook_redelivery(webhook: Webhook) -> None:
+    """The provider delivers the same event again, with the same delivery id,
+    and a worker gets the receipt twice: the handlers' effect happens once
+    (failure case 5)."""
+    __tracebackhide__ = True
+    with intake(webhook.url) as desk:
+        delivery = webhook.signed(webhook.body())
+        before = g.measure(webhook.effects)
+        first = desk.deliver(delivery)
+        applied = g.measure(webhook.effects)
+        _require_an_effect(webhook, before, applied)
+        # Re-signed as providers do on a retry: same id, same body.
+        again, queued = desk.post(
+            webhook.signed(delivery.body, delivery_id=delivery.delivery_id)
+        )
+        for receipt_id in queued:
+            desk.process(receipt_id)
+        # A worker that picks the receipt up once more (a redelivered task).
+        receipt = _receipt(delivery)
+        desk.process(receipt.pk)
+        after = g.measure(webhook.effects)
+    if after != applied:
+        raise g.broken(
+            REDELIVERED_WEBHOOK,
+            f"{webhook.source} {webhook.event_type} delivery "
+            f"{delivery.delivery_id}, delivered twice and processed again",
+            g.change(before, after, applied),
+            f"first answer: {g.answer(first)}",
+            f"redelivery:   {g.answer(again)}",
+        )
+
+
+def check_webhook_crash(webhook: Webhook) -> None:
+    """The worker dies just before and just after each durable point of
+    processing; the task is redelivered; the effect must be there once."""
+    __tracebackhide__ = True
+    require_committed_transactions("webhook crash")
+    with intake(webhook.url) as desk:
+        delivery = webhook.signed(webhook.body())
+        before = g.measure(webhook.effects)
+        _, queued = desk.accept(delivery)
+        with commit_points() as points:
+            for receipt_id in queued:
+                desk.process(receipt_id)
+        after = g.measure(webhook.effects)
+        _require_an_effect(webhook, before, after)
+        delta = after - before
+        problems = []
+        for number in range(1, len(points.points) + 1):
+            for when in (BEFORE, AFTER):
+                problem = _crash_and_retry(webhook, desk, number, when, delta)
+                if problem:
+                    problems.append(problem)
+    if problems:
+        raise g.broken(
+            CRASHED_WEBHOOK,
+            f"processing's durable points: {points.describe()}",
+            *problems,
+        )
+
+
+def check_webhook_order(webhook: Webhook) -> None:
+    """A newer event arrives first, an older one about the same object after
+    it: the older one must not overwrite the newer state."""
+    __tracebackhide__ = True
+    if webhook.sign is None and not _carries_event_time(webhook.source):
+        pytest.skip(
+            f"{verifier_kind(webhook.source)} deliveries carry no event time, so "
+            "handlers cannot order them by event.occurred_at; order by a time in "
+            "the payload and prove it in a test of your own"
+        )
+    if webhook.state is None:
+        pytest.skip("define state(body) to prove that stale events are ignored")
+    older_type = webhook.older_event_type or webhook.event_type
+    older_of = webhook.older_body or (lambda newer: newer)
+    now = clock.now()
+    earlier = now - STALE_BY
+    with intake(webhook.url) as desk:
+        # The older event alone must set another state, or the case proves nothing.
+        alone = webhook.body()
+        desk.deliver(
+            webhook.signed(older_of(alone), event_type=older_type, occurred_at=earlier)
+        )
+        older_state = webhook.state(alone)
+        newer = webhook.body()
+        desk.deliver(webhook.signed(newer, occurred_at=now))
+        newer_state = webhook.state(newer)
+        if older_state == newer_state:
+            raise g.CannotCheck(
+                "webhook order",
+                f"the older {older_type} event sets the same state as the newer "
+                f"{webhook.event_type} ({g.shown(newer_state)}); give an older "
+                "event that sets another (older_event_type, older_body)",
+            )
+        desk.deliver(
+            webhook.signed(older_of(newer), event_type=older_type, occurred_at=earlier)
+        )
+        final = webhook.state(newer)
+    if final != newer_state:
+        raise g.broken(
+            STALE_WEBHOOK,
+            f"{webhook.source}: {webhook.event_type} of {now:%H:%M:%S} set "
+            f"{g.shown(newer_state)}",
+            f"then {older_type} of {earlier:%H:%M:%S} arrived and set {g.shown(final)}",
+            "order by event.is_stale(<the stamp of the state>), never by arrival",
+        )
+
+
+# Every case of a webhook, for ``pytest.mark.parametrize("check", ...)``.
+WEBHOOK_CHECKS = (check_webhook_redelivery, check_webhook_crash, check_webhook_order)
+
+
+def _carries_event_time(source) -> bool:
+    try:
+        return signer(source).carries_event_time
+    except CannotSign as exc:
+        pytest.skip(str(exc))
+
+
+def _crash_and_retry(webhook, desk, number, when, delta) -> str | None:
+    delivery = webhook.signed(webhook.body())
+    before = g.measure(webhook.effects)
+    _, queued = desk.accept(delivery)
+    with commit_points(crash_at=number, when=when) as points, suppress(SimulatedCrash):
+        for receipt_id in queued:
+            desk.process(receipt_id)
+    if points.crashed is None:
+        return None
+    for receipt_id in queued:  # the unacked task, redelivered
+        desk.process(receipt_id)
+    verdict = g.once_verdict(before, g.measure(webhook.effects), delta)
+    return verdict and (
+        f"the worker died {points.crashed}, then the task was redelivered: {verdict}"
+    )
+
+
+def _require_an_effect(webhook, before, after):
+    if after == before:
+        raise g.CannotCheck(
+            "webhook",
+            f"effects() stayed {before} after a {webhook.source} "
+            f"{webhook.event_type} delivery was processed; is a handler "
+            f"registered with @on({webhook.source!r}, {webhook.event_type!r}), "
+            "and does effects() count what it does?",
+        )
+
+
+def _receipt(delivery: SignedDelivery):
+    return WebhookReceipt.objects.get(
+        source=delivery.source, delivery_id=delivery.delivery_id
+    )
+
+
+__all__ = [
+    "CRASHED_WEBHOOK",
+    "REDELIVERED_WEBHOOK",
+    "STALE_BY",
+    "STALE_WEBHOOK",
+    "WEBHOOK_CHECKS",
+    "Intake",
+    "Webhook",
+    "check_webhook_crash",
+    "check_webhook_order",
+    "check_webhook_redelivery",
+    "collect",
+    "intake",
+]

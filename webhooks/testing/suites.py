@@ -1,0 +1,66 @@
+"""The test class that runs every failure case against one source's event and
+its handlers: subclass it, say what to send and what to count, and pytest
+collects a test per case (see ``idempotency.testing.suites`` for how the
+suites run)."""
+
+from typing import Any
+
+from idempotency.shared.testing.suites import Suite
+
+from . import deliveries
+from .signing import SignedDelivery
+
+
+class WebhookSuite(Suite):
+    """Every failure case of one source's event and its handlers (see
+    ``deliveries``)."""
+
+    source: str
+    event_type: str
+    # The intake URL; by default reverse("webhooks:intake", args=[source]).
+    url: str | None = None
+    # The older event of the order case; by default the same type.
+    older_event_type: str | None = None
+
+    def body(self) -> Any:
+        """A new event, as the provider sends it, for each delivery."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must define body(), returning a new event "
+            "(a JSON object) per delivery."
+        )
+
+    def older_body(self, newer: Any) -> Any:
+        """An older event about the same object as ``newer``."""
+        return newer
+
+    # A method state(body) reading the state the event about body sets:
+    # enables the order case.
+    state = None
+    # A method sign(body, *, event_type, delivery_id, occurred_at) returning a
+    # SignedDelivery, for a verifier of one's own.
+    sign = None
+
+    def webhook(self) -> deliveries.Webhook:
+        return deliveries.Webhook(
+            source=self._required("source"),
+            event_type=self._required("event_type"),
+            body=self.body,
+            effects=self.effects,
+            url=self.url,
+            older_event_type=self.older_event_type,
+            older_body=self.older_body,
+            state=self.state,
+            sign=self.sign,
+        )
+
+    def test_a_redelivered_webhook_runs_its_handlers_once(self):
+        deliveries.check_webhook_redelivery(self.webhook())
+
+    def test_a_worker_dying_while_processing_applies_it_once(self):
+        deliveries.check_webhook_crash(self.webhook())
+
+    def test_an_older_event_arriving_late_is_ignored(self):
+        deliveries.check_webhook_order(self.webhook())
+
+
+__all__ = ["SignedDelivery", "WebhookSuite"]
