@@ -46,6 +46,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	PYTHONPATH=. $(BIN)/lint-imports
 	$(MKDOCS)
 
 format: install
