@@ -98,3 +98,26 @@ def test_the_readme_links_to_files_and_headings_that_exist():
         elif anchor and anchor not in _anchors(target.read_text()):
             broken.append(f"{path}#{anchor}")
     assert broken == []
+
+
+# A test named in the docs: `tests/<path>.py::[Class::]test_name[params]`.
+NAMED_TEST = re.compile(r"`(tests/[\w/]+\.py)((?:::\w+)+)(?:\[[^`]*\])?`")
+
+
+def test_every_test_the_docs_name_exists():
+    # A suite class's tests come from the proof kits it subclasses.
+    kits = "".join(
+        p.read_text() for app in APPS for p in (ROOT / app).rglob("testing/*.py")
+    )
+    missing = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for path, names in NAMED_TEST.findall(page.read_text()):
+            source = ROOT / path
+            *classes, function = names.strip(":").split("::")
+            text = source.read_text() if source.exists() else ""
+            found = all(f"class {name}" in text for name in classes) and (
+                f"def {function}(" in text or (classes and f"def {function}(" in kits)
+            )
+            if not found:
+                missing.append(f"{page.name}: {path}{names}")
+    assert missing == []
