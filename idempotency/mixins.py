@@ -103,3 +103,14 @@ class IdempotencyMixin(_ViewBase):
         # dispatch() looks the handler up after initial(); as_view() for
         # viewsets binds actions the same way, as instance attributes.
         setattr(self, method, idempotent_handler)
+
+
+def mixin_classes() -> list[type[IdempotencyMixin]]:
+    """Every class imported so far that mixes ``IdempotencyMixin`` in."""
+    found, pending = [], [IdempotencyMixin]
+    while pending:
+        for subclass in pending.pop().__subclasses__():
+            if subclass not in found:
+                found.append(subclass)
+                pending.append(subclass)
+    return found

@@ -156,3 +156,22 @@ def test_two_users_with_the_same_key_and_payload_get_their_own_results(make_user
     assert Order.objects.filter(owner=bob).count() == 1
     assert by_user["alice"] <= {Order.objects.get(owner=alice).pk}
     assert by_user["bob"] <= {Order.objects.get(owner=bob).pk}
+
+
+@pytest.mark.parametrize("mode", ["atomic", "lease"])
+def test_the_anonymous_cap_holds_when_forty_new_keys_arrive_at_once(
+    settings, monkeypatch, mode
+):
+    # WAIT outlasts the queue: every claim counts, none gives up with a 409.
+    settings.IDEMPOTENCY = {"ANONYMOUS_MAX_KEYS": 5, "WAIT": 30}
+    monkeypatch.setattr(views.AnonymousWidgetViewSet, "idempotency_mode", mode)
+    clients = [ApiClient() for _ in range(40)]
+
+    answers = run_concurrently(
+        40, lambda i: clients[i].post("/t/anonymous/", {"name": "w"}, key=f"k{i}")
+    )
+
+    statuses = sorted(answer.status_code for answer in answers)
+    assert statuses == [201] * 5 + [429] * 35
+    assert IdempotencyRecord.objects.filter(scope="anonymous").count() == 5
+    assert Widget.objects.count() == 5
