@@ -48,9 +48,12 @@ def _view_ttls() -> Iterator[tuple[str, Any]]:
     for policy in decorated_policies():
         if policy.ttl is not None:
             yield f"The ttl of {policy.operation!r}", policy.ttl
-    for cls in mixin_classes():
+    # The schema generator subclasses views under their own name
+    # (idempotency.openapi): report each name once.
+    named = {f"{cls.__module__}.{cls.__qualname__}": cls for cls in mixin_classes()}
+    for name, cls in named.items():
         if cls.idempotency_ttl is not None:
-            yield f"{cls.__qualname__}.idempotency_ttl", cls.idempotency_ttl
+            yield f"{name}.idempotency_ttl", cls.idempotency_ttl
 
 
 def check_problem_docs(app_configs=None, **kwargs):

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any, NamedTuple
 
 from django.db import DatabaseError, OperationalError, router, transaction
 
@@ -261,21 +262,61 @@ def _run_atomic(claim, produce):
             if replay is not None:
                 return replay
             ran = True
-            response = produce()
-            if not idempotency_settings.STORE_STATUS(response.status_code):
-                raise _Discard(response)
-            _complete(claim, records, response)
-        return response
-    except _Discard as discard:
-        _record_failure(claim, records, fenced=False)
-        return discard.response
+            outcome = _run_view(claim, records, produce)
     except Invalid:
         # Rolled back with the claim: no record, or the earlier one restored.
         raise
     except Exception:
-        if ran:
+        if ran:  # the claim's transaction itself failed (its commit, say)
             _record_failure(claim, records, fenced=False)
         raise
+    if not outcome.recorded:
+        # The claim's transaction could not keep the failure: its savepoint
+        # or connection broke, and everything rolled back.
+        _record_failure(claim, records, fenced=False)
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.response
+
+
+class _Outcome(NamedTuple):
+    response: Any
+    error: Exception | None = None
+    # False when a failure could not be written in the claim's transaction.
+    recorded: bool = True
+
+
+def _run_view(claim, records, produce) -> _Outcome:
+    """Run the view in a savepoint of the claim's transaction (atomic mode).
+
+    A failing view rolls back its own work but not the claim, which is marked
+    failed in place and commits with its request hash. A duplicate waiting on
+    the key then finds that record, as in lease mode: another payload is
+    refused (422) and the same one runs again. Rolled back with the claim,
+    the key would look unused for a moment, and the duplicate would run.
+    """
+    try:
+        with transaction.atomic(using=records.db):
+            response = produce()
+            if not idempotency_settings.STORE_STATUS(response.status_code):
+                raise _Discard(response)
+            _complete(claim, records, response)
+        return _Outcome(response)
+    except _Discard as discard:
+        return _Outcome(discard.response, recorded=_mark_failed(claim, records))
+    except Invalid:
+        raise
+    except Exception as exc:
+        return _Outcome(None, exc, recorded=_mark_failed(claim, records))
+
+
+def _mark_failed(claim, records) -> bool:
+    """Mark the claim failed inside its transaction; False if that broke."""
+    try:
+        _write_failure(claim, records, fenced=True)
+    except DatabaseError:
+        return False
+    return True
 
 
 def _run_lease(claim, produce):

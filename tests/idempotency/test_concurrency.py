@@ -175,3 +175,64 @@ def test_the_anonymous_cap_holds_when_forty_new_keys_arrive_at_once(
     assert statuses == [201] * 5 + [429] * 35
     assert IdempotencyRecord.objects.filter(scope="anonymous").count() == 5
     assert Widget.objects.count() == 5
+
+
+def _first_fails_while_a_duplicate_waits(user, monkeypatch, mode, second_name):
+    """The first request (name "a") fails in its view while a second one with
+    the same key waits for it; return the second's answer."""
+    monkeypatch.setattr(views.WidgetViewSet, "idempotency_mode", mode)
+    entered, release = threading.Event(), threading.Event()
+    original_create = views.WidgetViewSet.create
+
+    def failing_create(self, request, *args, **kwargs):
+        if request.data["name"] == "a":
+            entered.set()
+            release.wait(10)
+            original_create(self, request, *args, **kwargs)  # rolled back
+            raise RuntimeError("the first attempt fails")
+        return original_create(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(views.WidgetViewSet, "create", failing_create)
+
+    def run(i):
+        client = ApiClient(user.username)
+        client.client.raise_request_exception = False
+        if i == 0:
+            return client.post("/t/widgets/", {"name": "a"}, key="k")
+        entered.wait(10)
+        threading.Timer(0.3, release.set).start()
+        return client.post("/t/widgets/", {"name": second_name}, key="k")
+
+    first, second = run_concurrently(2, run)
+    assert first.status_code == 500
+    return second
+
+
+@pytest.mark.parametrize("mode", ["atomic", "lease"])
+def test_a_different_payload_waiting_on_a_failed_first_attempt_gets_422(
+    user, monkeypatch, settings, mode
+):
+    settings.IDEMPOTENCY = {"WAIT": 5}
+
+    second = _first_fails_while_a_duplicate_waits(user, monkeypatch, mode, "b")
+
+    assert second.status_code == 422
+    assert json.loads(second.content)["type"].endswith("/key-reused")
+    assert not Widget.objects.exists()
+    record = IdempotencyRecord.objects.get()
+    assert (record.state, record.attempts) == ("failed", 1)
+
+
+@pytest.mark.parametrize("mode", ["atomic", "lease"])
+def test_the_same_payload_waiting_on_a_failed_first_attempt_runs_again(
+    user, monkeypatch, settings, mode
+):
+    settings.IDEMPOTENCY = {"WAIT": 5}
+
+    second = _first_fails_while_a_duplicate_waits(user, monkeypatch, mode, "a")
+
+    # The retry fails too (the view fails every "a"), and is counted.
+    assert second.status_code == 500
+    assert not Widget.objects.exists()
+    record = IdempotencyRecord.objects.get()
+    assert (record.state, record.attempts) == ("failed", 2)
