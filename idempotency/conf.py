@@ -92,11 +92,14 @@ idempotency_settings = AppSettings(
     {
         # Request header carrying the key (IETF draft name).
         "HEADER": Option("Idempotency-Key", header_name, "idempotency.E002"),
-        # How long a key is remembered; views override it with ``ttl``.
+        # How long a key is remembered; views override it with ``ttl``. At
+        # least 60 s, and at least LEASE + WAIT (idempotency.E012).
         "TTL": Option(timedelta(hours=24), key_ttl, "idempotency.E003"),
-        # How long a duplicate waits for the first request before 409.
+        # How long a duplicate waits for the first request before 409; at
+        # least 1 ms.
         "WAIT": Option(timedelta(seconds=1), wait, "idempotency.E004"),
-        # Lease mode: how long a claim is held before a retry may take it.
+        # Lease mode: how long a claim is held before a retry may take it; at
+        # least 1 s.
         "LEASE": Option(timedelta(seconds=30), lease, "idempotency.E005"),
         # ``(request) -> str | None``: a non-empty scope name, or None for an
         # anonymous client (refused unless the view opts in; then "anonymous").

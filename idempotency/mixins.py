@@ -36,11 +36,14 @@ class IdempotencyMixin(_ViewBase):
     idempotency_required = True
     # "atomic" for local mutations; "lease" when the view calls other services.
     idempotency_mode = claims.ATOMIC
-    # How long a key is remembered (seconds or timedelta); None: IDEMPOTENCY TTL.
+    # How long a key is remembered (seconds or timedelta, at least 60 s and
+    # LEASE + WAIT); None: IDEMPOTENCY TTL.
     idempotency_ttl = None
     # Stable operation name; None: derived from the class and the action.
     idempotency_operation = None
     # Let anonymous clients send keys; they all share the scope "anonymous".
+    # New keys there are claimed one at a time per operation (the cap is
+    # counted under a lock held until the claim's transaction ends).
     idempotency_allow_anonymous = False
     # Body fields ignored by the fingerprint (client timestamps, nonces).
     idempotency_exclude_fields = ()
