@@ -22,6 +22,7 @@ class IdempotencyConfig(AppConfig):
 
         checks.register(settings_checks.check_settings)
         checks.register(settings_checks.check_problem_docs, checks.Tags.urls)
+        checks.register(settings_checks.check_ttls, checks.Tags.urls)
         setting_changed.connect(
             idempotency_settings.on_setting_changed, dispatch_uid="idempotency-conf"
         )

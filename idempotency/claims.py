@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any, NamedTuple
 
 from django.db import DatabaseError, OperationalError, router, transaction
 
 from . import keys, responses
-from .conf import idempotency_settings
+from .conf import idempotency_settings, key_ttl, outlasting_ttl
 from .exceptions import (
     AnonymousKey,
     AnonymousKeysExhausted,
@@ -33,7 +34,7 @@ from .fingerprint import compute as compute_fingerprint
 from .models import IdempotencyRecord
 from .scopes import ANONYMOUS
 from .shared import clock, problems
-from .shared.settings import InvalidSetting, as_timedelta, duration
+from .shared.settings import InvalidSetting, as_timedelta
 
 ATOMIC = "atomic"
 LEASE = "lease"
@@ -93,17 +94,30 @@ def validated_exclude_fields(value, name: str) -> tuple[str, ...]:
 def view_ttl(value, name: str) -> timedelta | None:
     """Validate a view's own TTL (None: the TTL setting) as the settings are.
 
-    A TTL of 0 or less would switch idempotency off, and a huge one is a
-    unit mistake: refuse them, naming the view's setting (``name``).
+    A TTL under a minute would forget keys before retries arrive, and a huge
+    one is a unit mistake: refuse them, naming the view's setting (``name``).
     """
     if value is None:
         return None
     try:
-        return duration(value)
+        return key_ttl(value)
     except InvalidSetting as exc:
         raise IdempotencyConfigurationError(
             f"{name} is {value!r}: it {exc} {exc.hint}".rstrip()
         ) from None
+
+
+def operation_ttl(policy: Policy) -> timedelta:
+    """How long this operation's keys live, refused when shorter than a lease
+    and a wait (LEASE and WAIT are read at request time, never at import)."""
+    if policy.ttl is None:
+        ttl, where = idempotency_settings.TTL, "IDEMPOTENCY['TTL']"
+    else:
+        ttl, where = policy.ttl, f"The ttl of {policy.operation!r}"
+    try:
+        return outlasting_ttl(ttl, where)
+    except InvalidSetting as exc:
+        raise IdempotencyConfigurationError(f"{exc} {exc.hint}") from None
 
 
 class Claim:
@@ -184,13 +198,8 @@ def execute(request, policy: Policy, produce: Callable):
 
 
 def _new_claim(request, policy, key):
-    scope = policy.scope(request)
-    if scope is None:
-        if not policy.allow_anonymous:
-            raise AnonymousKey("Authenticate to send an idempotency key here.")
-        scope = ANONYMOUS
-        _check_anonymous_cap(policy.operation, key)
-    ttl = idempotency_settings.TTL if policy.ttl is None else policy.ttl
+    ttl = operation_ttl(policy)
+    scope = _scope_of(request, policy)
     claim = Claim(
         key=key,
         scope=scope,
@@ -209,15 +218,32 @@ def _new_claim(request, policy, key):
     return claim
 
 
-def _check_anonymous_cap(operation, key):
-    # Anyone can mint keys in the shared anonymous scope: bound the live rows
-    # per operation so an unauthenticated client cannot grow the table forever.
-    cap = idempotency_settings.ANONYMOUS_MAX_KEYS
-    live = _records().filter(
-        scope=ANONYMOUS, operation=operation, expires_at__gt=clock.now()
-    )
-    if live[:cap].count() >= cap and not live.filter(key=key).exists():
-        raise AnonymousKeysExhausted(retry_after=60)
+def _scope_of(request, policy) -> str:
+    """Whose key it is: the resolver's scope, or ``anonymous`` where allowed.
+
+    None means an anonymous client. Anything else but a non-empty name (of at
+    most 255 characters, the column's size) is a resolver bug: an empty or
+    "anonymous" scope would share every such client's keys, and their stored
+    answers, so the request is refused before anything runs.
+    """
+    scope = policy.scope(request)
+    if scope is None:
+        if not policy.allow_anonymous:
+            raise AnonymousKey("Authenticate to send an idempotency key here.")
+        return ANONYMOUS
+    max_length = IdempotencyRecord._meta.get_field("scope").max_length or 0
+    if (
+        not isinstance(scope, str)
+        or not scope.strip()
+        or len(scope) > max_length
+        or scope == ANONYMOUS
+    ):
+        raise IdempotencyConfigurationError(
+            f"The scope resolver returned {scope!r} for {policy.operation!r}: "
+            f"return a non-empty name of at most {max_length} characters, or "
+            f"None for an anonymous client ({ANONYMOUS!r} is reserved for them)."
+        )
+    return scope
 
 
 def _records():
@@ -243,6 +269,10 @@ def _storing(produce, watch):
     return store
 
 
+def _wait_ms() -> int:
+    return max(1, math.ceil(_wait().total_seconds() * 1000))
+
+
 def _run_atomic(claim, store):
     records = _records()
     ran = False
@@ -252,18 +282,58 @@ def _run_atomic(claim, store):
             if replay is not None:
                 return replay
             ran = True
-            response = store(claim, records)
-        return response
-    except _Discard as discard:
-        _record_failure(claim, records, fenced=False)
-        return discard.response
+            outcome = _run_view(claim, records, store)
     except Invalid:
         # Rolled back with the claim: no record, or the earlier one restored.
         raise
     except Exception:
-        if ran:
+        if ran:  # the claim's transaction itself failed (its commit, say)
             _record_failure(claim, records, fenced=False)
         raise
+    if not outcome.recorded:
+        # The claim's transaction could not keep the failure: its savepoint
+        # or connection broke, and everything rolled back.
+        _record_failure(claim, records, fenced=False)
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.response
+
+
+class _Outcome(NamedTuple):
+    response: Any
+    error: Exception | None = None
+    # False when a failure could not be written in the claim's transaction.
+    recorded: bool = True
+
+
+def _run_view(claim, records, store) -> _Outcome:
+    """Run the view in a savepoint of the claim's transaction (atomic mode).
+
+    A failing view rolls back its own work but not the claim, which is marked
+    failed in place and commits with its request hash. A duplicate waiting on
+    the key then finds that record, as in lease mode: another payload is
+    refused (422) and the same one runs again. Rolled back with the claim,
+    the key would look unused for a moment, and the duplicate would run.
+    """
+    try:
+        with transaction.atomic(using=records.db):
+            response = store(claim, records)
+        return _Outcome(response)
+    except _Discard as discard:
+        return _Outcome(discard.response, recorded=_mark_failed(claim, records))
+    except Invalid:
+        raise
+    except Exception as exc:
+        return _Outcome(None, exc, recorded=_mark_failed(claim, records))
+
+
+def _mark_failed(claim, records) -> bool:
+    """Mark the claim failed inside its transaction; False if that broke."""
+    try:
+        _write_failure(claim, records, fenced=True)
+    except DatabaseError:
+        return False
+    return True
 
 
 def _run_lease(claim, store):
@@ -301,8 +371,10 @@ def _run_lease(claim, store):
 
 def _take_committed(claim, records, *, lease):
     """Take the key in a transaction of its own, committed on return (lease mode)."""
-    if transaction.get_connection(records.db).in_atomic_block:
+    in_atomic_block = transaction.get_connection(records.db).in_atomic_block
+    if in_atomic_block or claim.scope == ANONYMOUS:
         # Inside the caller's transaction: a savepoint undoes a refused claim.
+        # Anonymous: the cap is counted in the claim's own transaction.
         with transaction.atomic(using=records.db):
             return _take(claim, records, lease=lease)
     # In autocommit the claim's one statement commits by itself, without a
@@ -317,7 +389,7 @@ def _take(claim, records, *, lease):
     mode): locking the row and taking it over then get a transaction of their
     own, while an insert or a replay needs none.
     """
-    wait_ms = max(1, math.ceil(_wait().total_seconds() * 1000))
+    wait_ms = _wait_ms()
     # A record can vanish between the claim and the lock (a purge deleted it);
     # then the key is free again and the next round inserts it.
     for _round in range(3):
@@ -336,6 +408,7 @@ def _take(claim, records, *, lease):
             )
             if record_id is not None:
                 claim.record_id, claim.attempt, claim.fresh = record_id, 1, True
+                _hold_anonymous_cap(claim, records, now)
                 return None
             if record is not None and _is_final(record, now):
                 # Replay or refuse: nothing is written, so nothing is locked.
@@ -365,6 +438,7 @@ def _decide(claim, records, record, now, locked_until):
     if record.expires_at <= now:
         # Past its retention the key is forgotten: this request runs as new.
         _reclaim(claim, records, record, locked_until, renew=True, now=now)
+        _hold_anonymous_cap(claim, records, now)
         return None
     if record.request_hash != claim.request_hash:
         raise PayloadMismatch(
@@ -381,6 +455,25 @@ def _decide(claim, records, record, now, locked_until):
     # Failed, or a lapsed lease: this request takes the key over.
     _reclaim(claim, records, record, locked_until, renew=False, now=now)
     return None
+
+
+def _hold_anonymous_cap(claim, records, now):
+    """Refuse a new live key in the anonymous scope past the cap.
+
+    Anyone can mint keys there: bound the live rows per operation so an
+    unauthenticated client cannot grow the table forever. Runs after the
+    claim's write, in its transaction: the raise rolls the claim back, and
+    the lock (held until that transaction ends) makes concurrent claims count
+    one after another, each seeing the others' committed rows.
+    """
+    if claim.scope != ANONYMOUS:
+        return
+    cap = idempotency_settings.ANONYMOUS_MAX_KEYS
+    live = records.count_live_serialized(
+        claim.scope, claim.operation, now, limit=cap + 1, lock_timeout_ms=_wait_ms()
+    )
+    if live > cap:
+        raise AnonymousKeysExhausted(retry_after=60)
 
 
 def _reclaim(claim, records, record, locked_until, *, renew, now):

@@ -13,9 +13,10 @@ from .shared.settings import (
     InvalidSetting,
     Option,
     dotted_callable,
-    duration,
+    duration_of_at_least,
     header_names,
     positive_int,
+    seconds,
     show,
 )
 
@@ -38,6 +39,40 @@ replay_headers = header_names(
     hint="Cookies are never stored or replayed; remove it.",
     check_id="idempotency.E009",
 )
+
+
+# Floors (DESIGN rule 12): below them a retry outruns the guarantee.
+# A client's retry comes seconds to minutes later: a key must outlive that.
+TTL_FLOOR = timedelta(minutes=1)
+# An ordinary request outlasts a shorter lease, so a retry would run it again.
+LEASE_FLOOR = timedelta(seconds=1)
+# The database's lock timeout counts whole milliseconds.
+WAIT_FLOOR = timedelta(milliseconds=1)
+
+key_ttl = duration_of_at_least(
+    TTL_FLOOR, "A key forgotten sooner is gone before a client's retry arrives."
+)
+lease = duration_of_at_least(
+    LEASE_FLOOR, "A shorter lease lapses while the first attempt still runs."
+)
+wait = duration_of_at_least(WAIT_FLOOR, "Lock waits count whole milliseconds.")
+
+
+def outlasting_ttl(ttl: timedelta, where: str) -> timedelta:
+    """``ttl``, refused when a record could expire while its lease still runs.
+
+    Past its TTL a record is forgotten, even with a live lease: a retry that
+    waited out the lease would then run the request a second time.
+    """
+    needed = idempotency_settings.LEASE + idempotency_settings.WAIT
+    if ttl < needed:
+        raise InvalidSetting(
+            f"{where} is {seconds(ttl)}, under LEASE + WAIT ({seconds(needed)}).",
+            "A record must outlive its lease and a duplicate's wait; raise "
+            "the TTL or lower IDEMPOTENCY['LEASE'].",
+            check_id="idempotency.E013",
+        )
+    return ttl
 
 
 def store_status(value):
@@ -64,13 +99,17 @@ idempotency_settings = AppSettings(
     {
         # Request header carrying the key (IETF draft name).
         "HEADER": Option("Idempotency-Key", header_name, "idempotency.E002"),
-        # How long a key is remembered; views override it with ``ttl``.
-        "TTL": Option(timedelta(hours=24), duration, "idempotency.E003"),
-        # How long a duplicate waits for the first request before 409.
-        "WAIT": Option(timedelta(seconds=1), duration, "idempotency.E004"),
-        # Lease mode: how long a claim is held before a retry may take it.
-        "LEASE": Option(timedelta(seconds=30), duration, "idempotency.E005"),
-        # ``(request) -> str | None``; None means anonymous.
+        # How long a key is remembered; views override it with ``ttl``. At
+        # least 60 s, and at least LEASE + WAIT (idempotency.E013).
+        "TTL": Option(timedelta(hours=24), key_ttl, "idempotency.E003"),
+        # How long a duplicate waits for the first request before 409; at
+        # least 1 ms.
+        "WAIT": Option(timedelta(seconds=1), wait, "idempotency.E004"),
+        # Lease mode: how long a claim is held before a retry may take it; at
+        # least 1 s.
+        "LEASE": Option(timedelta(seconds=30), lease, "idempotency.E005"),
+        # ``(request) -> str | None``: a non-empty scope name, or None for an
+        # anonymous client (refused unless the view opts in; then "anonymous").
         "SCOPE_RESOLVER": Option(
             "idempotency.scopes.default_scope", dotted_callable, "idempotency.E006"
         ),

@@ -79,6 +79,11 @@ def idempotent(
 _function_view_policies: dict[tuple[str, str], claims.Policy] = {}
 
 
+def decorated_policies() -> list[claims.Policy]:
+    """The policy of every ``@idempotent`` view imported so far."""
+    return list(_function_view_policies.values())
+
+
 def function_view_policy(view_class) -> claims.Policy | None:
     """The policy of the ``@idempotent`` function an ``@api_view`` class wraps.
 

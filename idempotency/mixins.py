@@ -36,11 +36,14 @@ class IdempotencyMixin(_ViewBase):
     idempotency_required = True
     # "atomic" for local mutations; "lease" when the view calls other services.
     idempotency_mode = claims.ATOMIC
-    # How long a key is remembered (seconds or timedelta); None: IDEMPOTENCY TTL.
+    # How long a key is remembered (seconds or timedelta, at least 60 s and
+    # LEASE + WAIT); None: IDEMPOTENCY TTL.
     idempotency_ttl = None
     # Stable operation name; None: derived from the class and the action.
     idempotency_operation = None
     # Let anonymous clients send keys; they all share the scope "anonymous".
+    # New keys there are claimed one at a time per operation (the cap is
+    # counted under a lock held until the claim's transaction ends).
     idempotency_allow_anonymous = False
     # Body fields ignored by the fingerprint (client timestamps, nonces).
     idempotency_exclude_fields = ()
@@ -103,3 +106,14 @@ class IdempotencyMixin(_ViewBase):
         # dispatch() looks the handler up after initial(); as_view() for
         # viewsets binds actions the same way, as instance attributes.
         setattr(self, method, idempotent_handler)
+
+
+def mixin_classes() -> list[type[IdempotencyMixin]]:
+    """Every class imported so far that mixes ``IdempotencyMixin`` in."""
+    found, pending = [], [IdempotencyMixin]
+    while pending:
+        for subclass in pending.pop().__subclasses__():
+            if subclass not in found:
+                found.append(subclass)
+                pending.append(subclass)
+    return found

@@ -287,6 +287,30 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
             row = cursor.fetchone()
         return row and _key_row(connection, converters, row)
 
+    def count_live_serialized(
+        self, scope, operation, now, *, limit, lock_timeout_ms
+    ) -> int:
+        """Count a scope's live records of one operation, up to ``limit``.
+
+        Counts wait for each other: on PostgreSQL a transaction-level advisory
+        lock per (scope, operation), held until the caller's transaction ends
+        and waited for at most the timeout; on SQLite the caller's claim has
+        taken the database's only write lock already. A count then sees every
+        row a concurrent claim committed before it.
+        """
+        connection = connections[self.db]
+        if connection.vendor == "postgresql":
+            with (
+                bounded_lock_timeout(connection, lock_timeout_ms),
+                connection.cursor() as cursor,
+            ):
+                cursor.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                    [f"idempotency\x1f{scope}\x1f{operation}"],
+                )
+        live = self.filter(scope=scope, operation=operation, expires_at__gt=now)
+        return live[:limit].count()
+
     def upsert_failed(self, *, scope, operation, key, request_hash, now, expires_at):
         """Record a failed attempt after its transaction rolled back.
 

@@ -265,6 +265,21 @@ def duration(value) -> timedelta:
     return delta
 
 
+def duration_of_at_least(floor: timedelta, why: str) -> Callable[[Any], timedelta]:
+    """A ``duration`` no shorter than ``floor``; ``why`` says what a shorter
+    one would switch off (the hint a refusal carries)."""
+
+    def validate(value) -> timedelta:
+        delta = duration(value)
+        if delta < floor:
+            raise InvalidSetting(
+                f"must be at least {seconds(floor)}, not {seconds(delta)}.", why
+            )
+        return delta
+
+    return validate
+
+
 def positive_int(value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidSetting(f"must be a positive integer, not {show(value)}.")

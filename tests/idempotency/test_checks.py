@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from idempotency.checks import check_settings
+from idempotency.checks import check_settings, check_ttls
 
 
 def ids(settings_value, settings):
@@ -24,6 +24,10 @@ def test_defaults_pass(settings):
         ({"TTL": timedelta(seconds=-1)}, "idempotency.E003"),
         ({"TTL": float("inf")}, "idempotency.E003"),
         ({"TTL": timedelta(days=365 * 11)}, "idempotency.E003"),
+        ({"TTL": 0.000001}, "idempotency.E003"),
+        ({"TTL": 59.9}, "idempotency.E003"),
+        ({"WAIT": 0.0001}, "idempotency.E004"),
+        ({"LEASE": 0.5}, "idempotency.E005"),
         ({"WAIT": "1s"}, "idempotency.E004"),
         ({"LEASE": True}, "idempotency.E005"),
         ({"SCOPE_RESOLVER": "no.such.resolver"}, "idempotency.E006"),
@@ -67,3 +71,40 @@ def test_messages_are_short_and_carry_a_hint(settings):
     for error in check_settings():
         assert len(error.msg) < 80
         assert error.hint
+
+
+def test_each_floor_is_the_one_documented(settings):
+    settings.IDEMPOTENCY = {"TTL": 60, "LEASE": 1, "WAIT": 0.001}
+    assert check_settings() == []
+
+
+def test_a_ttl_shorter_than_lease_plus_wait_is_an_error(settings):
+    settings.IDEMPOTENCY = {"TTL": 90, "LEASE": 89.5, "WAIT": 1}
+    errors = [error for error in check_ttls() if "IDEMPOTENCY['TTL']" in error.msg]
+    [error] = errors
+    assert error.id == "idempotency.E013"
+    assert "90 s, under LEASE + WAIT (90.5 s)" in error.msg
+    assert len(error.msg) < 80
+    assert error.hint
+
+
+def test_a_views_ttl_shorter_than_lease_plus_wait_is_an_error(settings):
+    # @idempotent("widget.function", ttl=60) in tests.testapp.views.
+    settings.IDEMPOTENCY = {"TTL": 3600, "LEASE": 120}
+    [error] = [e for e in check_ttls() if "'widget.function'" in e.msg]
+    assert error.id == "idempotency.E013"
+    assert "The ttl of 'widget.function' is 60 s" in error.msg
+
+
+def test_a_mixins_ttl_under_the_floor_is_an_error(settings, monkeypatch):
+    from tests.testapp import views
+
+    monkeypatch.setattr(views.ChargeView, "idempotency_ttl", 0.000001)
+    [error] = [e for e in check_ttls() if "ChargeView" in e.msg]
+    assert error.id == "idempotency.E003"
+    assert "ChargeView.idempotency_ttl must be at least 60 s" in error.msg
+
+
+def test_the_ttls_pass_by_default(settings):
+    settings.IDEMPOTENCY = {}
+    assert check_ttls() == []

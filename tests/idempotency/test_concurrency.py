@@ -156,3 +156,78 @@ def test_two_users_with_the_same_key_and_payload_get_their_own_results(make_user
     assert Order.objects.filter(owner=bob).count() == 1
     assert by_user["alice"] <= {Order.objects.get(owner=alice).pk}
     assert by_user["bob"] <= {Order.objects.get(owner=bob).pk}
+
+
+@pytest.mark.parametrize("mode", ["atomic", "lease"])
+def test_the_anonymous_cap_holds_when_forty_new_keys_arrive_at_once(
+    settings, monkeypatch, mode
+):
+    # WAIT outlasts the queue: every claim counts, none gives up with a 409.
+    settings.IDEMPOTENCY = {"ANONYMOUS_MAX_KEYS": 5, "WAIT": 30}
+    monkeypatch.setattr(views.AnonymousWidgetViewSet, "idempotency_mode", mode)
+    clients = [ApiClient() for _ in range(40)]
+
+    answers = run_concurrently(
+        40, lambda i: clients[i].post("/t/anonymous/", {"name": "w"}, key=f"k{i}")
+    )
+
+    statuses = sorted(answer.status_code for answer in answers)
+    assert statuses == [201] * 5 + [429] * 35
+    assert IdempotencyRecord.objects.filter(scope="anonymous").count() == 5
+    assert Widget.objects.count() == 5
+
+
+def _first_fails_while_a_duplicate_waits(user, monkeypatch, mode, second_name):
+    """The first request (name "a") fails in its view while a second one with
+    the same key waits for it; return the second's answer."""
+    monkeypatch.setattr(views.WidgetViewSet, "idempotency_mode", mode)
+    entered, release = threading.Event(), threading.Event()
+    original_create = views.WidgetViewSet.create
+
+    def failing_create(self, request, *args, **kwargs):
+        if request.data["name"] == "a":
+            entered.set()
+            release.wait(10)
+            original_create(self, request, *args, **kwargs)  # rolled back
+            raise RuntimeError("the first attempt fails")
+        return original_create(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(views.WidgetViewSet, "create", failing_create)
+
+    def run(i):
+        client = ApiClient(user.username)
+        client.client.raise_request_exception = False
+        if i == 0:
+            return client.post("/t/widgets/", {"name": "a"}, key="k")
+        entered.wait(10)
+        threading.Timer(0.3, release.set).start()
+        return client.post("/t/widgets/", {"name": second_name}, key="k")
+
+    first, second = run_concurrently(2, run)
+    assert first.status_code == 500
+    return second
+
+
+@pytest.mark.parametrize("mode", ["atomic", "lease"])
+@pytest.mark.parametrize(
+    ("second_name", "status", "attempts"),
+    [
+        # Same key, another payload: refused, though the first rolled back.
+        ("b", 422, 1),
+        # The same payload runs again (and fails again: the view fails "a").
+        ("a", 500, 2),
+    ],
+)
+def test_a_duplicate_waiting_on_a_failed_first_attempt_is_decided_by_its_record(
+    user, monkeypatch, settings, mode, second_name, status, attempts
+):
+    settings.IDEMPOTENCY = {"WAIT": 5}
+
+    second = _first_fails_while_a_duplicate_waits(user, monkeypatch, mode, second_name)
+
+    assert second.status_code == status
+    if status == 422:
+        assert json.loads(second.content)["type"].endswith("/key-reused")
+    assert not Widget.objects.exists()
+    record = IdempotencyRecord.objects.get()
+    assert (record.state, record.attempts) == ("failed", attempts)

@@ -81,6 +81,8 @@ SWITCHED_OFF_TTLS = [
     float("nan"),
     float("inf"),
     timedelta(days=3654),  # over ten years: milliseconds given as seconds
+    0.000001,  # under the one-minute floor: gone before a retry arrives
+    59,
     "3600",
     True,
 ]

@@ -134,3 +134,53 @@ def test_anonymous_keys_are_off_unless_the_view_opts_in():
 
     assert refused.status_code == 403
     assert IdempotencyRecord.objects.count() == 0
+
+
+# What fixed_scope returns; each test sets it.
+returned_scope: dict = {"value": None}
+
+
+def fixed_scope(request):
+    return returned_scope["value"]
+
+
+@pytest.mark.parametrize("scope", ["", "   ", "anonymous", 7, b"tenant:1", "t" * 256])
+def test_a_scope_that_is_not_a_name_is_refused_before_anything_runs(
+    make_user, settings, monkeypatch, scope
+):
+    # A resolver returning "" for every tenantless user put them in one scope:
+    # bob reused alice's key and got her stored answer.
+    monkeypatch.setitem(returned_scope, "value", scope)
+    settings.IDEMPOTENCY = {"SCOPE_RESOLVER": f"{__name__}.fixed_scope"}
+    make_user("alice"), make_user("bob")
+
+    for name in ("alice", "bob"):
+        client = ApiClient(name)
+        client.client.raise_request_exception = False
+        answer = client.post("/t/widgets/", {"name": name}, key="k")
+        assert answer.status_code == 500
+
+    assert not IdempotencyRecord.objects.exists()
+    assert not Widget.objects.exists()
+
+
+def test_the_refusal_names_the_resolvers_value_and_the_operation(
+    api, settings, monkeypatch
+):
+    from idempotency.exceptions import IdempotencyConfigurationError
+
+    monkeypatch.setitem(returned_scope, "value", "")
+    settings.IDEMPOTENCY = {"SCOPE_RESOLVER": f"{__name__}.fixed_scope"}
+
+    refusal = r"returned '' for 'widget\.create'"
+    with pytest.raises(IdempotencyConfigurationError, match=refusal):
+        api.post("/t/widgets/", {"name": "a"}, key="k")
+
+
+def test_a_resolver_returning_none_means_anonymous(api, settings, monkeypatch):
+    monkeypatch.setitem(returned_scope, "value", None)
+    settings.IDEMPOTENCY = {"SCOPE_RESOLVER": f"{__name__}.fixed_scope"}
+
+    assert api.post("/t/widgets/", {"name": "a"}, key="k").status_code == 403
+    assert api.post("/t/anonymous/", {"name": "a"}, key="k").status_code == 201
+    assert IdempotencyRecord.objects.get().scope == "anonymous"

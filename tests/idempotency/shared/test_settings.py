@@ -142,3 +142,26 @@ def test_a_server_started_without_check_refuses_keyed_requests_with_ttl_0(
         assert response.status_code == 500
     # Refused, never run unguarded: no widget, let alone two.
     assert not Widget.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("configured", "path"),
+    [
+        # The reproduction: this TTL made two widgets for one key.
+        ({"TTL": 0.000001}, "/t/widgets/"),
+        ({"TTL": 120, "LEASE": 119.5}, "/t/widgets/"),
+        # The view's own ttl=60, under LEASE + WAIT.
+        ({"LEASE": 60}, "/t/function/"),
+    ],
+)
+def test_a_ttl_a_retry_could_outrun_is_refused_at_the_first_keyed_request(
+    api, settings, configured, path
+):
+    from tests.testapp.models import Widget
+
+    settings.IDEMPOTENCY = configured
+    api.client.raise_request_exception = False
+    for _ in range(2):
+        assert api.post(path, {"name": "a"}, key="k1").status_code == 500
+    assert not Widget.objects.exists()
