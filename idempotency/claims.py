@@ -25,6 +25,7 @@ from .exceptions import (
     AnonymousKeysExhausted,
     IdempotencyConfigurationError,
     IdempotencyError,
+    Invalid,
     KeyMissing,
     LeaseLost,
     PayloadMismatch,
@@ -156,18 +157,6 @@ class _Discard(Exception):
     """The view answered with an error that must not be stored: undo its work."""
 
     def __init__(self, response):
-        self.response = response
-
-
-class Invalid(Exception):
-    """Raised by a producer: the request failed validation before any mutation.
-
-    As at Stripe, such an answer is not saved: the claim is withdrawn, so the
-    corrected retry with the same key runs (and the same request runs again).
-    """
-
-    def __init__(self, response):
-        super().__init__(response.status_code)
         self.response = response
 
 

@@ -1,23 +1,15 @@
 """Errors of the idempotency contract; each knows its HTTP answer."""
 
-import math
-
 from django.core.exceptions import ImproperlyConfigured
 
+from .shared.exceptions import OnceError
 
-class IdempotencyError(Exception):
+
+class IdempotencyError(OnceError):
     """Base of every refusal; rendered as RFC 9457 problem+json."""
 
     status = 400
-    type = "about:blank"
     title = "Idempotency error"
-    retry_after = None
-
-    def __init__(self, detail=None, *, retry_after=None):
-        self.detail = detail or self.title
-        if retry_after is not None:
-            self.retry_after = max(1, math.ceil(retry_after))
-        super().__init__(self.detail)
 
 
 class KeyMissing(IdempotencyError):
@@ -83,3 +75,17 @@ class AnswerNotShared(IdempotencyError):
 
 class IdempotencyConfigurationError(ImproperlyConfigured):
     """A view or setting is configured in a way the contract cannot honour."""
+
+
+class Invalid(Exception):
+    """Raised by a producer: the request failed validation before any mutation.
+
+    Not a refusal of the contract: it carries the view's own rendered answer
+    (a DRF validation error, say) for the client. As at Stripe, such an answer
+    is not saved: the claim is withdrawn, so the corrected retry with the same
+    key runs (and the same request runs again).
+    """
+
+    def __init__(self, response):
+        super().__init__(response.status_code)
+        self.response = response

@@ -7,8 +7,7 @@ from rest_framework.exceptions import (
 )
 from rest_framework.request import Request
 
-from . import claims
-from .exceptions import BodyTooDeep
+from .exceptions import BodyTooDeep, Invalid
 from .shared import problems
 
 # The request itself failed, before the view changed anything: such answers
@@ -37,7 +36,7 @@ def drf_producer(view, handler, request, args, kwargs):
             invalid = isinstance(exc, _INVALID)
         response = render(view.finalize_response(request, response, *args, **kwargs))
         if invalid:
-            raise claims.Invalid(response)
+            raise Invalid(response)
         return response
 
     return produce

@@ -56,7 +56,7 @@ def test_the_problems_page_has_a_section_per_problem_type():
         for slug in match
         if slug
     }
-    reasons = dict(REASON.findall(_read("webhooks/verifiers/base.py")))
+    reasons = dict(REASON.findall(_read("webhooks/exceptions.py")))
     raised = {name for text in sources for name in RAISED_REASON.findall(text)}
     in_code |= {f"webhook-{reasons[name]}" for name in raised & set(reasons)}
     page = _read("idempotency/shared/problem_types.md")

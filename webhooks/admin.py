@@ -26,9 +26,9 @@ from idempotency.console.admin import (
 
 from . import sources
 from .conf import webhooks_settings
-from .exceptions import SourceMisconfigured
+from .exceptions import REASONS, SourceMisconfigured
 from .models import WebhookReceipt, WebhookRejection
-from .verifiers.base import EARLIEST_EVENT_TIME, LATEST_EVENT_TIME, REASONS
+from .verifiers.base import EARLIEST_EVENT_TIME, LATEST_EVENT_TIME
 
 State = WebhookReceipt.State
 STATE_COLOURS: dict[str, str] = {

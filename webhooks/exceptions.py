@@ -1,23 +1,68 @@
-"""Errors of the webhooks app."""
+"""Errors of the webhooks app.
+
+The intake view answers every refusal below with ``problems.from_exception``;
+processing raises its failures to the worker, which retries or gives up.
+"""
 
 from django.core.exceptions import ImproperlyConfigured
+
+from idempotency.shared.exceptions import OnceError
+
+# Why a request was refused. A closed set: the rejection counter is keyed on it.
+MISSING_HEADER = "missing-header"
+MALFORMED_HEADER = "malformed-header"
+BAD_SIGNATURE = "bad-signature"
+BAD_TIMESTAMP = "bad-timestamp"
+MALFORMED_BODY = "malformed-body"
+NO_SECRET = "no-secret"
+VERIFIER_ERROR = "verifier-error"
+# Not a refusal: a signed body resent under another delivery id, answered as a
+# duplicate and counted so the console shows someone replaying deliveries.
+REPLAYED_BODY = "replayed-body"
+REASONS = (
+    MISSING_HEADER,
+    MALFORMED_HEADER,
+    BAD_SIGNATURE,
+    BAD_TIMESTAMP,
+    MALFORMED_BODY,
+    NO_SECRET,
+    VERIFIER_ERROR,
+    REPLAYED_BODY,
+)
 
 
 class SourceMisconfigured(ImproperlyConfigured):
     """A source's settings would weaken verification; its deliveries are refused."""
 
 
-class BodyRefused(Exception):
-    """A body taken as unreadable before verification; rendered as problem+json."""
+class WebhookError(OnceError):
+    """Base of the webhooks app's errors."""
 
     status = 400
-    type = "about:blank"
-    title = "Webhook body refused."
-    retry_after = None
+    title = "Webhook refused."
 
-    def __init__(self, detail=None):
-        self.detail = detail or self.title
-        super().__init__(self.detail)
+
+class UnknownSource(WebhookError):
+    status = 404
+    type = "webhook-unknown-source"
+    title = "Unknown webhook source."
+
+
+class SourceOutOfService(WebhookError):
+    """The source is ``SourceMisconfigured``: it takes nothing until fixed.
+
+    5xx, so the provider retries once the settings are fixed.
+    """
+
+    status = 500
+    type = "webhook-misconfigured"
+    title = "Webhook source misconfigured."
+
+
+class BodyRefused(WebhookError):
+    """A body taken as unreadable before verification."""
+
+    title = "Webhook body refused."
 
 
 class LengthRequired(BodyRefused):
@@ -36,3 +81,52 @@ class EncodedBody(BodyRefused):
     status = 415
     type = "webhook-unsupported-encoding"
     title = "Webhook body must not be compressed."
+
+
+class VerificationFailed(WebhookError):
+    """The request is not an authentic, well-formed delivery.
+
+    Its ``type`` is ``webhook-`` and the reason, one of ``REASONS``.
+    """
+
+    status = 401
+
+    def __init__(self, reason: str, detail: str = ""):
+        if reason not in REASONS:
+            raise ValueError(f"unknown verification failure reason {reason!r}")
+        self.reason = reason
+        self.type = f"webhook-{reason}"
+        if reason == MALFORMED_BODY:
+            # A signed but unreadable body is the sender's bug, not a forgery.
+            self.status = 400
+        super().__init__(detail or reason.replace("-", " "))
+
+
+class ReceiptBusy(WebhookError):
+    """The receipt a delivery duplicates kept disappearing under its insert."""
+
+    status = 503
+    type = "webhook-busy"
+    title = "Webhook receipt busy."
+    retry_after = 1
+
+
+class ProcessingFailed(WebhookError):
+    """A stored receipt did not process; it says failed with the reason."""
+
+    status = 500
+    title = "Webhook processing failed."
+
+    def __init__(self, receipt_id: int, message: str):
+        super().__init__(message)
+        self.receipt_id = receipt_id
+
+
+class HandlerFailed(ProcessingFailed):
+    """A handler raised; its work rolled back and the receipt says failed."""
+
+
+class ReceiptUnreadable(ProcessingFailed):
+    """A stored receipt could not be read (a value the database keeps but
+    Python cannot hold); it says failed with the reason. Not retried: every
+    read fails the same way."""

@@ -11,6 +11,7 @@ from django.db import InterfaceError, OperationalError, router, transaction
 
 from idempotency.shared import clock
 
+from .exceptions import HandlerFailed, ReceiptUnreadable
 from .handlers import Event, handlers_for
 from .models import WebhookReceipt
 
@@ -31,24 +32,6 @@ class Outcome(StrEnum):
     BUSY = "busy"
     # It is gone (purged).
     MISSING = "missing"
-
-
-class HandlerFailed(Exception):
-    """A handler raised; its work rolled back and the receipt says failed."""
-
-    def __init__(self, receipt_id: int, message: str):
-        super().__init__(message)
-        self.receipt_id = receipt_id
-
-
-class ReceiptUnreadable(Exception):
-    """A stored receipt could not be read (a value the database keeps but
-    Python cannot hold); it says failed with the reason. Not retried: every
-    read fails the same way."""
-
-    def __init__(self, receipt_id: int, message: str):
-        super().__init__(message)
-        self.receipt_id = receipt_id
 
 
 def process(receipt_id: int) -> Outcome:

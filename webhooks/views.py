@@ -10,13 +10,20 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
 from idempotency.shared import clock
-from idempotency.shared.problems import from_exception, problem_response
+from idempotency.shared.problems import from_exception
 
 from . import bodies, sources
 from .conf import webhooks_settings
-from .exceptions import BodyRefused, SourceMisconfigured
+from .exceptions import (
+    REPLAYED_BODY,
+    ReceiptBusy,
+    SourceMisconfigured,
+    SourceOutOfService,
+    UnknownSource,
+    VerificationFailed,
+    WebhookError,
+)
 from .models import WebhookReceipt, WebhookRejection
-from .verifiers.base import MALFORMED_BODY, REPLAYED_BODY, VerificationFailed
 
 logger = logging.getLogger("webhooks")
 State = WebhookReceipt.State
@@ -42,42 +49,21 @@ class WebhookView(View):
 
     def post(self, request, source):
         try:
-            config = sources.get(source)
-        except SourceMisconfigured:
-            # Fail closed: a source whose secrets could accept a forgery takes
-            # nothing. 5xx, so the provider retries once the settings are fixed.
-            return problem_response(
-                500,
-                "Webhook source misconfigured.",
-                slug="webhook-misconfigured",
-                detail="This source's settings are invalid; the server's error "
-                "log says why.",
-            )
-        if config is None:
-            return problem_response(
-                404, "Unknown webhook source.", slug="webhook-unknown-source"
-            )
-        try:
+            config = _source(source)
             body = bodies.read(request, config.max_body_size)
-        except BodyRefused as exc:
-            return from_exception(exc)
-        try:
-            delivery = config.verifier.authenticate(body, request.headers)
-        except VerificationFailed as exc:
-            return self.reject(config, exc)
-        return self.accept(config, delivery, request, body)
+            delivery = self.authenticate(config, body, request.headers)
+            return self.accept(config, delivery, request, body)
+        except WebhookError as refusal:
+            return from_exception(refusal)
 
-    def reject(self, config, exc):
-        self.count(config, exc.reason)
-        logger.warning("webhook %s refused: %s", config.name, exc.detail)
-        # A signed but unreadable body is the sender's bug, not a forgery.
-        status = 400 if exc.reason == MALFORMED_BODY else 401
-        return problem_response(
-            status,
-            "Webhook refused.",
-            slug=f"webhook-{exc.reason}",
-            detail=exc.detail,
-        )
+    def authenticate(self, config, body, headers):
+        """The verified delivery; a refusal is counted and logged, then raised."""
+        try:
+            return config.verifier.authenticate(body, headers)
+        except VerificationFailed as exc:
+            self.count(config, exc.reason)
+            logger.warning("webhook %s refused: %s", config.name, exc.detail)
+            raise
 
     def accept(self, config, delivery, request, body):
         receipts = WebhookReceipt.objects.db_manager(
@@ -113,13 +99,7 @@ class WebhookView(View):
             # The receipt it conflicted with was purged or deleted since:
             # nothing keeps this delivery from being new now, so insert again.
         # Deleted under every attempt: the provider retries later.
-        return problem_response(
-            503,
-            "Webhook receipt busy.",
-            slug="webhook-busy",
-            detail="A receipt for this delivery was being removed; retry.",
-            retry_after=1,
-        )
+        raise ReceiptBusy("A receipt for this delivery was being removed; retry.")
 
     def duplicate(self, config, delivery, existing, receipts):
         """Answer a delivery whose receipt (or body) is already stored."""
@@ -151,6 +131,21 @@ class WebhookView(View):
         # a 5xx (the provider would resend a duplicate we then ignore). The
         # receipt stays "received" and webhooks.enqueue_waiting picks it up.
         transaction.on_commit(lambda: enqueue(pk), using=using, robust=True)
+
+
+def _source(name):
+    """The source called ``name``; refuse one that is unknown or misconfigured."""
+    try:
+        config = sources.get(name)
+    except SourceMisconfigured as exc:
+        # Fail closed: a source whose secrets could accept a forgery takes
+        # nothing. 5xx, so the provider retries once the settings are fixed.
+        raise SourceOutOfService(
+            "This source's settings are invalid; the server's error log says why."
+        ) from exc
+    if config is None:
+        raise UnknownSource()
+    return config
 
 
 def _answer(status, delivery, state, duplicate=False):

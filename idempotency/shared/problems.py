@@ -1,10 +1,15 @@
-"""RFC 9457 problem details responses, shared by every app."""
+"""RFC 9457 problem details responses, shared by every app.
+
+``from_exception`` is the one way a view answers with a problem: the apps
+raise an ``OnceError`` subclass and render it here.
+"""
 
 import json
 
 from django.http import HttpResponse
 
 from .conf import shared_settings
+from .exceptions import OnceError
 
 CONTENT_TYPE = "application/problem+json"
 
@@ -16,37 +21,16 @@ def type_uri(slug: str) -> str:
     return shared_settings.PROBLEM_BASE_URI + slug
 
 
-def problem_response(
-    status: int,
-    title: str,
-    *,
-    slug="about:blank",
-    detail=None,
-    instance=None,
-    retry_after=None,
-    **extra,
-) -> HttpResponse:
-    body = {"type": type_uri(slug), "title": title, "status": status}
-    if detail and detail != title:
-        body["detail"] = detail
+def from_exception(exc: OnceError, *, instance=None) -> HttpResponse:
+    """Render ``exc`` as problem+json, with ``Retry-After`` when it has one."""
+    body = {"type": type_uri(exc.type), "title": exc.title, "status": exc.status}
+    if exc.detail and exc.detail != exc.title:
+        body["detail"] = exc.detail
     if instance:
         body["instance"] = instance
-    body.update(extra)
     response = HttpResponse(
-        json.dumps(body).encode(), status=status, content_type=CONTENT_TYPE
+        json.dumps(body).encode(), status=exc.status, content_type=CONTENT_TYPE
     )
-    if retry_after is not None:
-        response["Retry-After"] = str(retry_after)
+    if exc.retry_after is not None:
+        response["Retry-After"] = str(exc.retry_after)
     return response
-
-
-def from_exception(exc, *, instance=None) -> HttpResponse:
-    """Render an ``IdempotencyError`` (or any error with the same attributes)."""
-    return problem_response(
-        exc.status,
-        exc.title,
-        slug=exc.type,
-        detail=exc.detail,
-        instance=instance,
-        retry_after=exc.retry_after,
-    )

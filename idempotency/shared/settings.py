@@ -20,20 +20,10 @@ from django.core.checks import CheckMessage, Error
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
+from .exceptions import InvalidSetting
+
 # Longer than any retention or lease means a typo (milliseconds for seconds).
 MAX_DURATION = timedelta(days=3653)
-
-
-class InvalidSetting(ValueError):
-    """A validator refused a value; the message says what it expects.
-
-    ``check_id`` overrides the option's own id for a problem that has one.
-    """
-
-    def __init__(self, message: str, hint: str = "", *, check_id: str = ""):
-        super().__init__(message)
-        self.hint = hint
-        self.check_id = check_id
 
 
 @dataclass(frozen=True)

@@ -14,29 +14,22 @@ from idempotency.shared import clock
 
 from .. import bodies
 
-logger = logging.getLogger("webhooks")
-
-# Why a request was refused. A closed set: the rejection counter is keyed on it.
-MISSING_HEADER = "missing-header"
-MALFORMED_HEADER = "malformed-header"
-BAD_SIGNATURE = "bad-signature"
-BAD_TIMESTAMP = "bad-timestamp"
-MALFORMED_BODY = "malformed-body"
-NO_SECRET = "no-secret"
-VERIFIER_ERROR = "verifier-error"
-# Not a refusal: a signed body resent under another delivery id, answered as a
-# duplicate and counted so the console shows someone replaying deliveries.
-REPLAYED_BODY = "replayed-body"
-REASONS = (
-    MISSING_HEADER,
-    MALFORMED_HEADER,
+# The reasons a verifier raises ``VerificationFailed`` with, importable here
+# with the rest of the verifier contract.
+from ..exceptions import (  # noqa: F401
     BAD_SIGNATURE,
     BAD_TIMESTAMP,
     MALFORMED_BODY,
+    MALFORMED_HEADER,
+    MISSING_HEADER,
     NO_SECRET,
-    VERIFIER_ERROR,
+    REASONS,
     REPLAYED_BODY,
+    VERIFIER_ERROR,
+    VerificationFailed,
 )
+
+logger = logging.getLogger("webhooks")
 
 _VISIBLE = re.compile(r"[\x20-\x7e]*")
 _IDENTIFIER = re.compile(r"[\x21-\x7e]{1,255}")
@@ -49,17 +42,6 @@ EARLIEST_EVENT_TIME = datetime.min.replace(tzinfo=UTC) + timedelta(days=1)
 LATEST_EVENT_TIME = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
 # The widest offset a real time zone uses (UTC+14:00, the Line Islands).
 MAX_UTC_OFFSET = timedelta(hours=14)
-
-
-class VerificationFailed(Exception):
-    """The request is not an authentic, well-formed delivery."""
-
-    def __init__(self, reason: str, detail: str = ""):
-        if reason not in REASONS:
-            raise ValueError(f"unknown verification failure reason {reason!r}")
-        self.reason = reason
-        self.detail = detail or reason.replace("-", " ")
-        super().__init__(self.detail)
 
 
 @dataclass(frozen=True)
