@@ -18,7 +18,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import MD5PasswordHasher
 from django.test import Client
 
+from idempotency.models import IdempotencyRecord
+from idempotency.querysets import IdempotencyRecordQuerySet
+
 from . import clients, database, processes
+from .keys_orm import OrmRecordQuerySet
 from .stats import median_ms, p95_ms, table
 
 ROUNDS = 40
@@ -66,6 +70,7 @@ def run() -> str:
             send(path, _key() if name in KEYED_PATHS else None)
     local = _rounds(send, ROUNDS, PER_ROUND)
     demo = _demo(send)
+    statements = _statements(send)
     served, throughput = _under_gunicorn(user)
     return (
         "## Idempotency keys: keyed POST vs a bare create view\n\n"
@@ -97,8 +102,45 @@ def run() -> str:
         "is the same view without the mixin.\n"
         "Target: keyed first request <= 1.3x baseline median.\n\n"
         + _latency_table(demo, base="baseline", targets={"keyed": 1.3})
+        + "\n\n### The record's statements: hand-written vs the ORM\n\n"
+        "`idempotency.querysets` writes the claim, the completion and the "
+        "locked read once per connection and converts the read row itself; "
+        "`bench.keys_orm` sends the same statements through `raw()`, "
+        "`update()` and `select_for_update()`. The same keyed view "
+        f"(atomic) in-process, {STATEMENT_ROUNDS} rounds of {PER_ROUND} "
+        "alternating the two, each round's first request then its replay:\n\n"
+        + _latency_table(statements, base=HAND_WRITTEN, targets={})
         + "\n"
     )
+
+
+# The record's statements, hand-written against the ORM's (bench.keys_orm).
+STATEMENT_ROUNDS = 20
+HAND_WRITTEN = "hand-written, first request"
+STATEMENT_KINDS = {
+    HAND_WRITTEN: IdempotencyRecordQuerySet,
+    "ORM, first request": OrmRecordQuerySet,
+}
+
+
+def _statements(send):
+    """Samples (ns) of keyed requests with each queryset, alternated per round."""
+    manager = IdempotencyRecord.objects
+    samples: dict[str, list[int]] = {}
+    try:
+        for number in range(STATEMENT_ROUNDS):
+            kinds = list(STATEMENT_KINDS.items())
+            for name, queryset in kinds if number % 2 else kinds[::-1]:
+                manager._queryset_class = queryset
+                replay = name.replace("first request", "replay")
+                keys = [_key() for _ in range(PER_ROUND)]
+                for key in keys:
+                    samples.setdefault(name, []).append(send(FIRSTS[KEYED], key))
+                for key in keys:
+                    samples.setdefault(replay, []).append(send(FIRSTS[KEYED], key))
+    finally:
+        manager._queryset_class = IdempotencyRecordQuerySet
+    return samples
 
 
 def _bench_user():

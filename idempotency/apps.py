@@ -1,4 +1,4 @@
-from django.apps import AppConfig, apps
+from django.apps import AppConfig
 from django.core import checks
 from django.core.signals import setting_changed
 from django.utils.translation import gettext_lazy as _
@@ -23,12 +23,10 @@ class IdempotencyConfig(AppConfig):
         checks.register(settings_checks.check_settings)
         checks.register(settings_checks.check_problem_docs, checks.Tags.urls)
         checks.register(settings_checks.check_ttls, checks.Tags.urls)
+        checks.register(settings_checks.check_schema_class, checks.Tags.urls)
         setting_changed.connect(
             idempotency_settings.on_setting_changed, dispatch_uid="idempotency-conf"
         )
         setting_changed.connect(
             shared_settings.on_setting_changed, dispatch_uid="idempotency-shared-conf"
         )
-        if apps.is_installed("drf_spectacular"):
-            # drf-spectacular finds extensions by import; it is optional.
-            from . import openapi  # noqa: F401

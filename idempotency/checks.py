@@ -5,9 +5,10 @@ somewhere."""
 from collections.abc import Iterator
 from typing import Any
 
+from django.apps import apps
 from django.core.checks import Error, Warning
 from django.core.exceptions import ImproperlyConfigured
-from django.urls import Resolver404, get_resolver, resolve
+from django.urls import Resolver404, URLResolver, get_resolver, resolve
 
 from .conf import idempotency_settings, key_ttl, outlasting_ttl
 from .shared import views
@@ -37,23 +38,84 @@ def check_ttls(app_configs=None, **kwargs):
 
 
 def _view_ttls() -> Iterator[tuple[str, Any]]:
-    """The ttl of every guarded view the URLconf imports, as written."""
-    from .decorators import decorated_policies
-    from .mixins import mixin_classes
-
-    try:
-        get_resolver().url_patterns  # noqa: B018 (imports the views, as serving does)
-    except Exception:  # Django's own URL check reports it
-        return
-    for policy in decorated_policies():
+    """The ttl of every guarded view, as written."""
+    for policy in _served_policies():
         if policy.ttl is not None:
             yield f"The ttl of {policy.operation!r}", policy.ttl
-    # The schema generator subclasses views under their own name
-    # (idempotency.openapi): report each name once.
-    named = {f"{cls.__module__}.{cls.__qualname__}": cls for cls in mixin_classes()}
-    for name, cls in named.items():
+    for name, cls in _mixin_classes().items():
         if cls.idempotency_ttl is not None:
             yield f"{name}.idempotency_ttl", cls.idempotency_ttl
+
+
+def _mixin_classes() -> dict[str, Any]:
+    from .mixins import mixin_classes
+
+    # drf-spectacular subclasses views under their own name: report each once.
+    return {f"{cls.__module__}.{cls.__qualname__}": cls for cls in mixin_classes()}
+
+
+def _served_views() -> Iterator[Any]:
+    """The view callables of the URLconf (importing them, as serving does)."""
+    try:
+        patterns = list(get_resolver().url_patterns)
+    except Exception:  # Django's own URL check reports it
+        return
+    while patterns:
+        pattern = patterns.pop()
+        if isinstance(pattern, URLResolver):
+            patterns.extend(pattern.url_patterns)
+        else:
+            yield pattern.callback
+
+
+def _served_policies() -> Iterator[Any]:
+    """The policy of every ``@idempotent`` view or handler the URLconf serves."""
+    from .decorators import view_policy
+
+    for view in _served_views():
+        cls = getattr(view, "cls", None)  # a DRF view: its handlers
+        handlers = [view] if cls is None else _handlers(cls)
+        for handler in handlers:
+            policy = view_policy(handler)
+            if policy is not None:
+                yield policy
+
+
+def _handlers(cls) -> list:
+    return [getattr(cls, name, None) for name in cls.http_method_names]
+
+
+def check_schema_class(app_configs=None, **kwargs):
+    """With drf-spectacular, guarded views document the keys only through a
+    schema class that mixes ``IdempotentSchemaMixin`` in."""
+    if not apps.is_installed("drf_spectacular"):
+        return []
+    from .decorators import view_policy
+    from .mixins import IdempotencyMixin
+    from .openapi import IdempotentSchemaMixin
+
+    served = [getattr(view, "cls", None) for view in _served_views()]
+    guarded = [
+        cls
+        for cls in served
+        if cls is not None
+        and (
+            issubclass(cls, IdempotencyMixin)
+            or any(view_policy(handler) for handler in _handlers(cls))
+        )
+    ]
+    return [
+        Warning(
+            f"{cls.__name__}'s schema does not document its keys.",
+            hint='Set REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] to '
+            '"idempotency.openapi.AutoSchema", or mix '
+            "idempotency.openapi.IdempotentSchemaMixin into its schema class.",
+            obj=cls,
+            id="idempotency.W002",
+        )
+        for cls in dict.fromkeys(guarded)
+        if not isinstance(cls.schema, IdempotentSchemaMixin)
+    ]
 
 
 def check_problem_docs(app_configs=None, **kwargs):

@@ -11,7 +11,7 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, NamedTuple
@@ -49,31 +49,43 @@ logger = logging.getLogger("idempotency")
 
 @dataclass(frozen=True)
 class Policy:
-    """How one operation is guarded; built by the mixin or the decorator."""
+    """How one operation is guarded; built by the mixin or the decorator.
+
+    Its options come checked by ``view_options()``, which runs once, where
+    the view is built: the mixin builds a Policy on every request.
+    """
 
     operation: str
     scope: Callable
     required: bool = True
     mode: str = ATOMIC
-    # Seconds or a timedelta; __post_init__ leaves a validated timedelta.
-    ttl: float | timedelta | None = None
+    # None: the TTL setting.
+    ttl: timedelta | None = None
     allow_anonymous: bool = False
-    # Field names or dotted paths; __post_init__ leaves a validated tuple.
-    exclude_fields: Iterable[str] = ()
+    # Field names or dotted paths left out of the fingerprint.
+    exclude_fields: tuple[str, ...] = ()
 
-    def __post_init__(self):
-        if self.mode not in MODES:
-            raise IdempotencyConfigurationError(
-                f"Idempotency mode {self.mode!r} for {self.operation!r} is not "
-                f"one of {', '.join(MODES)}."
-            )
-        # Frozen: set the validated timedelta the way dataclasses do.
-        ttl = view_ttl(self.ttl, f"The ttl of {self.operation!r}")
-        object.__setattr__(self, "ttl", ttl)
-        fields = validated_exclude_fields(
-            self.exclude_fields, f"The exclude_fields of {self.operation!r}"
+
+def view_options(
+    label: Callable[[str], str], *, mode, ttl, exclude_fields
+) -> dict[str, Any]:
+    """A view's own ``mode``, ``ttl`` and ``exclude_fields``, checked.
+
+    ``label(option)`` names the option as the view spells it. Refused with
+    ``IdempotencyConfigurationError``; the TTL's comparison with LEASE + WAIT
+    depends on the settings, so ``operation_ttl()`` makes it per request.
+    """
+    if mode not in MODES:
+        raise IdempotencyConfigurationError(
+            f"{label('mode')} is {mode!r}; use one of {', '.join(MODES)}."
         )
-        object.__setattr__(self, "exclude_fields", fields)
+    return {
+        "mode": mode,
+        "ttl": view_ttl(ttl, label("ttl")),
+        "exclude_fields": validated_exclude_fields(
+            exclude_fields, label("exclude_fields")
+        ),
+    }
 
 
 def validated_exclude_fields(value, name: str) -> tuple[str, ...]:
@@ -110,7 +122,9 @@ def view_ttl(value, name: str) -> timedelta | None:
 
 def operation_ttl(policy: Policy) -> timedelta:
     """How long this operation's keys live, refused when shorter than a lease
-    and a wait (LEASE and WAIT are read at request time, never at import)."""
+    and a wait (LEASE and WAIT are read at request time, never at import;
+    ``override_settings`` may change them, so the view's TTL, checked once,
+    is compared again here: a comparison, no validation)."""
     if policy.ttl is None:
         ttl, where = idempotency_settings.TTL, "IDEMPOTENCY['TTL']"
     else:

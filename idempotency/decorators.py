@@ -1,5 +1,6 @@
 """``@idempotent`` for function views, ``@api_view`` functions and APIView methods."""
 
+import inspect
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 from functools import partial, wraps
@@ -38,14 +39,20 @@ def idempotent(
                 f"@idempotent on {view_func.__qualname__} wraps a DRF view from "
                 "outside; put it below @api_view so DRF authenticates first."
             )
-        policy = claims.Policy(
-            operation=operation or f"{view_func.__module__}.{view_func.__qualname__}",
-            scope=_resolve_scope,
-            required=required,
+        name = operation or f"{view_func.__module__}.{view_func.__qualname__}"
+        # Checked here, once: the policy then serves every request as is.
+        options = claims.view_options(
+            lambda option: f"The {option} of {name!r}",
             mode=mode,
             ttl=ttl,
-            allow_anonymous=allow_anonymous,
             exclude_fields=exclude_fields,
+        )
+        policy = claims.Policy(
+            operation=name,
+            scope=_resolve_scope,
+            required=required,
+            allow_anonymous=allow_anonymous,
+            **options,
         )
 
         @wraps(view_func)
@@ -65,32 +72,36 @@ def idempotent(
 
         if iscoroutinefunction(view_func):
             wrapper = _async_view(view_func, policy)
-        # Read by idempotency.openapi to document the guarded operation.
+        # Read by view_policy(): the schema and the checks find it there.
         wrapper.idempotency_policy = policy  # type: ignore[attr-defined]
-        # @api_view turns the function into an APIView subclass named after
-        # it, in its module; the schema finds the policy by that name.
-        _function_view_policies[(wrapper.__module__, wrapper.__name__)] = policy
         return wrapper
 
     return decorator
 
 
-# (module, function name) -> the policy of each decorated function view.
-_function_view_policies: dict[tuple[str, str], claims.Policy] = {}
+def view_policy(handler) -> claims.Policy | None:
+    """The policy of an ``@idempotent`` view or handler, else None.
 
-
-def decorated_policies() -> list[claims.Policy]:
-    """The policy of every ``@idempotent`` view imported so far."""
-    return list(_function_view_policies.values())
-
-
-def function_view_policy(view_class) -> claims.Policy | None:
-    """The policy of the ``@idempotent`` function an ``@api_view`` class wraps.
-
-    DRF names the class it makes after the function and puts it in the
-    function's module (``rest_framework.decorators.api_view``).
+    ``handler`` is a function view, an APIView method, or the handler that
+    ``@api_view`` puts on the class it builds: that one holds the decorated
+    function in its closure, as ``func`` (``rest_framework.decorators``).
     """
-    return _function_view_policies.get((view_class.__module__, view_class.__name__))
+    while handler is not None:
+        policy = getattr(handler, "idempotency_policy", None)
+        if isinstance(policy, claims.Policy):
+            return policy
+        wrapped = getattr(handler, "__wrapped__", None)
+        if wrapped is None and callable(handler):
+            wrapped = _api_view_function(handler)
+        handler = wrapped
+    return None
+
+
+def _api_view_function(handler):
+    code = getattr(handler, "__code__", None)
+    if code is None or "func" not in code.co_freevars:
+        return None
+    return inspect.getclosurevars(handler).nonlocals.get("func")
 
 
 def _async_view(view_func, policy):

@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from . import claims, rendering
 from .conf import idempotency_settings
 from .exceptions import IdempotencyConfigurationError
+from .shared.settings import as_timedelta
 
 
 def action_name(view, method: str) -> str:
@@ -48,6 +49,16 @@ class IdempotencyMixin(_ViewBase):
     # Body fields ignored by the fingerprint (client timestamps, nonces).
     idempotency_exclude_fields = ()
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _check_options(cls, {})
+
+    @classmethod
+    def as_view(cls, *args, **initkwargs):
+        # Options given to as_view() replace the class's on every instance.
+        _check_options(cls, initkwargs)
+        return super().as_view(*args, **initkwargs)
+
     def get_idempotent_actions(self) -> Collection[str]:
         return self.idempotent_actions
 
@@ -62,24 +73,16 @@ class IdempotencyMixin(_ViewBase):
         return idempotency_settings.SCOPE_RESOLVER(request)
 
     def get_idempotency_policy(self) -> claims.Policy:
-        if self.idempotency_mode not in claims.MODES:
-            raise IdempotencyConfigurationError(
-                f"{type(self).__qualname__}.idempotency_mode is "
-                f"{self.idempotency_mode!r}; use one of {', '.join(claims.MODES)}."
-            )
+        # The options were checked when the class was built (_check_options).
+        ttl = self.idempotency_ttl
         return claims.Policy(
             operation=self.get_idempotency_operation(),
             scope=self.get_idempotency_scope,
             required=self.idempotency_required,
             mode=self.idempotency_mode,
-            ttl=claims.view_ttl(
-                self.idempotency_ttl, f"{type(self).__qualname__}.idempotency_ttl"
-            ),
+            ttl=None if ttl is None else as_timedelta(ttl),
             allow_anonymous=self.idempotency_allow_anonymous,
-            exclude_fields=claims.validated_exclude_fields(
-                self.idempotency_exclude_fields,
-                f"{type(self).__qualname__}.idempotency_exclude_fields",
-            ),
+            exclude_fields=tuple(self.idempotency_exclude_fields),
         )
 
     def initial(self, request, *args, **kwargs):
@@ -106,6 +109,20 @@ class IdempotencyMixin(_ViewBase):
         # dispatch() looks the handler up after initial(); as_view() for
         # viewsets binds actions the same way, as instance attributes.
         setattr(self, method, idempotent_handler)
+
+
+def _check_options(cls, overrides) -> None:
+    """Refuse a view class whose own options would switch a guarantee off."""
+
+    def option(name):
+        return overrides.get(f"idempotency_{name}", getattr(cls, f"idempotency_{name}"))
+
+    claims.view_options(
+        lambda name: f"{cls.__qualname__}.idempotency_{name}",
+        mode=option("mode"),
+        ttl=option("ttl"),
+        exclude_fields=option("exclude_fields"),
+    )
 
 
 def mixin_classes() -> list[type[IdempotencyMixin]]:

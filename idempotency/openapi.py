@@ -1,18 +1,18 @@
-"""drf-spectacular support: idempotent operations document their HTTP contract."""
+"""drf-spectacular support: idempotent operations document their HTTP contract.
 
-import copy
-import functools
+Set ``REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] = "idempotency.openapi.AutoSchema"``,
+or mix ``IdempotentSchemaMixin`` into a schema class of your own.
+"""
+
 from typing import TYPE_CHECKING
-from weakref import WeakKeyDictionary
 
-from drf_spectacular.extensions import OpenApiViewExtension
-from drf_spectacular.openapi import AutoSchema
+from drf_spectacular import openapi as spectacular
 from drf_spectacular.plumbing import ResolvedComponent, get_doc
 
 from . import keys, responses
 from .claims import Policy
 from .conf import idempotency_settings
-from .decorators import function_view_policy
+from .decorators import view_policy
 from .mixins import IdempotencyMixin, action_name
 from .shared import problems
 
@@ -50,23 +50,12 @@ def _policy_for(view, method: str) -> Policy | None:
     # The same decision IdempotencyMixin.initial() takes at request time.
     if isinstance(view, IdempotencyMixin) and action in view.get_idempotent_actions():
         return view.get_idempotency_policy()
-    handler = getattr(view, action, None)
-    # An APIView method carries its policy; an @api_view function's class is
-    # found by its name.
-    return _decorated_policy(handler) or function_view_policy(type(view))
-
-
-def _decorated_policy(handler) -> Policy | None:
-    while handler is not None:
-        policy = getattr(handler, "idempotency_policy", None)
-        if isinstance(policy, Policy):
-            return policy
-        handler = getattr(handler, "__wrapped__", None)
-    return None
+    # An APIView method, or the handler of an @api_view function.
+    return view_policy(getattr(view, action, None))
 
 
 if TYPE_CHECKING:  # what the mixin is mixed into, for the type checker
-    _SchemaBase = AutoSchema
+    _SchemaBase = spectacular.AutoSchema
 else:
     _SchemaBase = object
 
@@ -74,7 +63,8 @@ else:
 class IdempotentSchemaMixin(_SchemaBase):
     """Add the idempotency contract to operations a policy guards.
 
-    Mixed in front of whatever AutoSchema the view uses, so its own
+    Mix it in front of a drf-spectacular ``AutoSchema`` subclass of your own
+    (``class Schema(IdempotentSchemaMixin, MyAutoSchema)``): its own
     customisation still applies; only the finished operation is amended.
     """
 
@@ -189,71 +179,8 @@ def _problems(header: str) -> list[tuple[str, str, dict]]:
     ]
 
 
-@functools.cache
-def _idempotent_schema_class(schema_class: type) -> type:
-    return type(
-        f"Idempotent{schema_class.__name__}",
-        (IdempotentSchemaMixin, schema_class),
-        {"__module__": schema_class.__module__},
-    )
+class AutoSchema(IdempotentSchemaMixin, spectacular.AutoSchema):
+    """drf-spectacular's AutoSchema, documenting the idempotency contract.
 
-
-def _compose(schema):
-    """Return a copy of ``schema`` (an AutoSchema) that also documents the keys."""
-    if isinstance(schema, type):
-        return _idempotent_schema_class(schema)
-    composed = copy.copy(schema)
-    composed.__class__ = _idempotent_schema_class(type(schema))  # type: ignore[arg-type]
-    # The descriptor's per-view cache must not be shared with the original.
-    composed.instance_schemas = WeakKeyDictionary()
-    return composed
-
-
-def _schema_only(handler, schema_class):
-    """Stand in for an action whose ``@extend_schema`` would replace ours."""
-
-    @functools.wraps(handler)
-    def action(*args, **kwargs):
-        return handler(*args, **kwargs)
-
-    action.kwargs = {**handler.kwargs, "schema": schema_class}  # type: ignore[attr-defined]
-    return action
-
-
-class IdempotencyViewExtension(OpenApiViewExtension):
-    """Give every DRF view a schema that documents its idempotent operations.
-
-    A view-specific ``OpenApiViewExtension`` takes precedence over this one
-    (lower priority); its schema class can mix in ``IdempotentSchemaMixin``.
+    Set it as ``REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"]``.
     """
-
-    target_class = "rest_framework.views.APIView"
-    match_subclasses = True
-    priority = -1
-
-    def view_replacement(self):
-        view_class = self.target
-        schema = view_class.schema
-        if not isinstance(schema, AutoSchema):
-            return view_class
-        attrs = {
-            "__doc__": view_class.__doc__,
-            "__module__": view_class.__module__,
-            "__qualname__": view_class.__qualname__,
-            "schema": _compose(schema),
-        }
-        # drf-spectacular lets a schema set on the action (@extend_schema on
-        # the method, @action(schema=...)) win over the view's: compose it too.
-        actions = getattr(self.target_callback, "actions", None) or {}
-        for name in {*actions.values(), *view_class.http_method_names}:
-            handler = getattr(view_class, name, None)
-            action_schema = getattr(handler, "kwargs", {}).get("schema")
-            if action_schema is not None and (
-                isinstance(action_schema, AutoSchema)
-                or (
-                    isinstance(action_schema, type)
-                    and issubclass(action_schema, AutoSchema)
-                )
-            ):
-                attrs[name] = _schema_only(handler, _compose(action_schema))
-        return type(view_class.__name__, (view_class,), attrs)

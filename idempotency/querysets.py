@@ -66,7 +66,9 @@ class _Statements:
     """The statements every keyed request runs, written once per backend.
 
     Each request only fills in the values; the ORM would compile the same
-    SQL again for every request.
+    SQL again for every request. What that buys, against the same statements
+    through the ORM (``bench.keys_orm``): docs/benchmarks.md, "The record's
+    statements: hand-written vs the ORM".
     """
 
     # The pending record's INSERT; its values are prepared per request.
@@ -133,7 +135,9 @@ def _build_statements(model, connection) -> _Statements:
 
 
 # Per connection (one per thread and alias): the statements and the
-# converters that turn a read row's values into what the fields hold.
+# converters that turn a read row's values into what the fields hold. Kept
+# for the figure in docs/benchmarks.md, "The record's statements:
+# hand-written vs the ORM".
 _prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -250,9 +254,10 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
     ) -> bool:
         """Store the answer of the attempt holding the claim; False if fenced out.
 
-        One hand-written UPDATE: it runs on every keyed request, and the ORM's
-        update() costs about 170 µs more per call here (make bench, "the
-        completion statement"). Values go through the fields as the ORM's do.
+        One hand-written UPDATE: it runs on every keyed request (its cost
+        against the ORM's update(): docs/benchmarks.md, "The record's
+        statements: hand-written vs the ORM"). Values go through the fields
+        as the ORM's do.
         """
         connection = connections[self.db]
         statements, _converters = _prepare(self.model, connection)

@@ -1,10 +1,13 @@
 """Turn a view's answer into final bytes inside the claim, so it can be stored."""
 
+import traceback
+
 from rest_framework.exceptions import (
     ParseError,
     UnsupportedMediaType,
     ValidationError,
 )
+from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 
 from .exceptions import BodyTooDeep, Invalid
@@ -24,10 +27,9 @@ def drf_producer(view, handler, request, args, kwargs):
     """
 
     def produce():
-        _refuse_deep_bodies(request)
         invalid = False
         try:
-            response = handler(request, *args, **kwargs)
+            response = _body_depth_checked(handler, request, args, kwargs)
         except BodyTooDeep as exc:
             response = problems.from_exception(exc, instance=request.path)
             invalid = True
@@ -42,23 +44,29 @@ def drf_producer(view, handler, request, args, kwargs):
     return produce
 
 
-def _refuse_deep_bodies(request):
-    # DRF's JSONParser turns a ValueError into a 400 but lets RecursionError
-    # (a body nested past the interpreter's limit) escape as a 500. These
-    # parser instances belong to this request alone, so wrapping their
-    # parse() changes nothing for any other request.
-    for parser in request.parsers:
-        parser.parse = _depth_guarded(parser.parse)
+def _body_depth_checked(handler, request, args, kwargs):
+    """Call the handler; a body its parser could not nest that deep is a 400.
 
-
-def _depth_guarded(parse):
-    def guarded(*args, **kwargs):
-        try:
-            return parse(*args, **kwargs)
-        except RecursionError as exc:
+    DRF's JSONParser turns a ValueError into a 400 but lets RecursionError (a
+    body nested past the interpreter's limit) escape as a 500. Only one
+    raised inside a parser's ``parse()`` is the body's fault: the view's own
+    recursion stays a 500.
+    """
+    try:
+        return handler(request, *args, **kwargs)
+    except RecursionError as exc:
+        if _raised_by_a_parser(exc):
             raise BodyTooDeep("The body is nested too deeply.") from exc
+        raise
 
-    return guarded
+
+def _raised_by_a_parser(exc) -> bool:
+    frames = traceback.walk_tb(exc.__traceback__)
+    return any(
+        frame.f_code.co_name == "parse"
+        and isinstance(frame.f_locals.get("self"), BaseParser)
+        for frame, _line in frames
+    )
 
 
 def django_producer(view_func, request, args, kwargs):

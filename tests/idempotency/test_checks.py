@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from idempotency.checks import check_settings, check_ttls
+from idempotency.checks import check_schema_class, check_settings, check_ttls
 
 
 def ids(settings_value, settings):
@@ -108,3 +108,24 @@ def test_a_mixins_ttl_under_the_floor_is_an_error(settings, monkeypatch):
 def test_the_ttls_pass_by_default(settings):
     settings.IDEMPOTENCY = {}
     assert check_ttls() == []
+
+
+def test_a_schema_class_without_the_contract_is_a_warning(settings):
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    }
+    warnings = check_schema_class()
+    assert {w.id for w in warnings} == {"idempotency.W002"}
+    names = {w.obj.__name__ for w in warnings}
+    # The mixin's views and an APIView with an @idempotent method. (An
+    # @api_view class keeps the schema of the setting when it was imported.)
+    assert {"WidgetViewSet", "ChargeView", "DecoratedMethodView"} <= names
+    assert all(len(w.msg) < 80 and w.hint for w in warnings)
+
+
+def test_the_idempotent_schema_class_passes(settings):
+    assert settings.REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] == (
+        "idempotency.openapi.AutoSchema"
+    )
+    assert check_schema_class() == []

@@ -107,17 +107,32 @@ def test_a_ttl_is_used_as_given(api):
 
 
 @pytest.mark.parametrize("ttl", SWITCHED_OFF_TTLS)
-def test_mixin_with_a_ttl_that_would_switch_the_guarantee_off_names_the_class(
-    api, monkeypatch, ttl
-):
-    from tests.testapp import views
+def test_mixin_with_a_ttl_that_would_switch_the_guarantee_off_names_the_class(ttl):
+    from tests.testapp.views import WidgetViewSet
 
-    monkeypatch.setattr(views.WidgetViewSet, "idempotency_ttl", ttl)
+    # Refused when the class is built, not on each request.
+    with pytest.raises(
+        IdempotencyConfigurationError, match=r"ShortLivedViewSet\.idempotency_ttl"
+    ):
+        type("ShortLivedViewSet", (WidgetViewSet,), {"idempotency_ttl": ttl})
+
+
+def test_mixin_options_given_to_as_view_are_checked_too():
+    from tests.testapp.views import WidgetViewSet
+
     with pytest.raises(
         IdempotencyConfigurationError, match=r"WidgetViewSet\.idempotency_ttl"
     ):
-        api.post("/t/widgets/", {"name": "a"}, key="k")
-    assert Widget.objects.count() == 0
+        WidgetViewSet.as_view({"post": "create"}, idempotency_ttl=0)
+
+
+def test_mixin_options_are_checked_once_not_per_request(api, monkeypatch):
+    from idempotency import claims
+
+    checked = []
+    monkeypatch.setattr(claims, "view_ttl", lambda *args: checked.append(args))
+    assert api.post("/t/widgets/", {"name": "a"}, key="k").status_code == 201
+    assert checked == []
 
 
 @pytest.mark.parametrize("fields", ["sku", b"sku", [""], ["sku", 1], 5])
@@ -127,20 +142,19 @@ def test_exclude_fields_that_are_not_a_list_of_names_are_refused(fields):
         idempotent("op", exclude_fields=fields)(lambda request: None)
 
 
-def test_mixin_with_exclude_fields_as_a_string_is_refused_before_the_view_runs(
-    api, monkeypatch
-):
-    from tests.testapp import views
+def test_mixin_with_exclude_fields_as_a_string_is_refused_when_built():
+    from tests.testapp.views import WidgetViewSet
 
-    monkeypatch.setattr(views.WidgetViewSet, "idempotency_exclude_fields", "name")
-    with pytest.raises(IdempotencyConfigurationError, match="WidgetViewSet"):
-        api.post("/t/widgets/", {"name": "a"}, key="k")
-    assert Widget.objects.count() == 0
+    with pytest.raises(IdempotencyConfigurationError, match="StringFieldsViewSet"):
+        type(
+            "StringFieldsViewSet",
+            (WidgetViewSet,),
+            {"idempotency_exclude_fields": "name"},
+        )
 
 
-def test_mixin_with_unknown_mode_names_the_class(api, monkeypatch):
-    from tests.testapp import views
+def test_mixin_with_unknown_mode_names_the_class():
+    from tests.testapp.views import WidgetViewSet
 
-    monkeypatch.setattr(views.WidgetViewSet, "idempotency_mode", "sometimes")
-    with pytest.raises(IdempotencyConfigurationError, match="WidgetViewSet"):
-        api.post("/t/widgets/", {"name": "a"}, key="k")
+    with pytest.raises(IdempotencyConfigurationError, match="SometimesViewSet"):
+        type("SometimesViewSet", (WidgetViewSet,), {"idempotency_mode": "sometimes"})

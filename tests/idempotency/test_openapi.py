@@ -1,4 +1,4 @@
-"""The drf-spectacular extension documents the contract of every guarded view."""
+"""idempotency.openapi.AutoSchema documents the contract of every guarded view."""
 
 import re
 import subprocess
@@ -24,6 +24,7 @@ from idempotency import keys
 from idempotency.decorators import idempotent
 from idempotency.exceptions import KeyMalformed
 from idempotency.openapi import KEY_PATTERN, PROBLEM_COMPONENT, IdempotentSchemaMixin
+from idempotency.openapi import AutoSchema as IdempotentAutoSchema
 from tests.testapp.models import Widget
 from tests.testapp.views import WidgetSerializer, WidgetViewSet
 
@@ -157,7 +158,7 @@ def test_key_pattern_matches_what_the_server_accepts(value, valid):
 # Views with schema customisations of their own.
 
 
-class TaggedSchema(AutoSchema):
+class TaggedSchema(IdempotentAutoSchema):
     def get_tags(self):
         return ["custom-tag"]
 
