@@ -46,7 +46,8 @@ class Option:
     # The system check id that reports a bad value.
     check_id: str
     hint: str = ""
-    # What the option means, for the settings page (docs/reference.py).
+    # What the option means: the settings page (docs/reference.py) is made
+    # of these, and tests/test_docs.py fails on an option without one.
     doc: str = ""
 
 
