@@ -1,14 +1,11 @@
 """Write docs/settings.md from the apps' option tables: ``make docs``.
 
-Each key's meaning is the comment above it in the table (a key right below
-another one without a comment of its own shares that one's), so the code
-stays the one place a setting is described. tests/test_docs.py fails when
-docs/settings.md is not what this script writes.
+Each key's meaning is its ``Option(doc=...)``, so the code stays the one
+place a setting is described. tests/test_docs.py fails when docs/settings.md
+is not what this script writes, or when an option has no ``doc``.
 """
 
 import importlib
-import inspect
-import re
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -19,8 +16,8 @@ SETTINGS_MD = ROOT / "docs" / "settings.md"
 HEADER = """\
 # Settings
 
-Generated from the apps' option tables by `make docs`; edit the comments in
-the `conf.py` modules, not this file.
+Generated from the apps' option tables by `make docs`; edit the options'
+`doc` in the `conf.py` modules, not this file.
 
 Each app reads one dict from your settings. Unknown keys are an error, every
 value is validated by `manage.py check` (the check id in the last column
@@ -43,30 +40,6 @@ TABLES = [
         "deliveries, not every source's.",
     ),
 ]
-
-KEY_LINE = re.compile(r'^\s*"(?P<key>[A-Z_]+)": Option\(')
-COMMENT_LINE = re.compile(r"^\s*# ?(?P<text>.*)$")
-
-
-def meanings(source: str) -> dict[str, str]:
-    """The comment above each ``"KEY": Option(`` line of ``source``."""
-    found = {}
-    comment: list[str] = []
-    previous = None
-    for line in source.splitlines():
-        if match := COMMENT_LINE.match(line):
-            comment.append(match["text"])
-        elif match := KEY_LINE.match(line):
-            key = match["key"]
-            if comment:
-                found[key] = " ".join(comment)
-            elif previous is not None:
-                found[key] = found[previous]  # one comment for a group of keys
-            previous = key
-            comment = []
-        elif line.strip():
-            comment = []
-    return found
 
 
 def show_default(value) -> str:
@@ -91,18 +64,22 @@ def _duration(value: timedelta) -> str:
     return f"{seconds} second{'s' if seconds != 1 else ''}"
 
 
-def table(module_name: str, attribute: str) -> str:
-    module = sys.modules[module_name]
-    options = getattr(module, attribute)
-    options = getattr(options, "options", options)  # AppSettings or a dict
-    described = meanings(inspect.getsource(module))
-    described.update({k: o.doc for k, o in options.items() if o.doc})
-    missing = sorted(set(options) - set(described))
-    if missing:
-        raise ValueError(f"{module_name}.{attribute}: no comment for {missing}")
+def tables():
+    """``(title, introduction, options)`` of each table, in page order."""
+    for title, module_name, attribute, introduction in TABLES:
+        found = getattr(importlib.import_module(module_name), attribute)
+        yield title, introduction, getattr(found, "options", found)  # or a dict
+
+
+def undocumented(options) -> list[str]:
+    """The keys of ``options`` whose ``doc`` says nothing."""
+    return [key for key, option in options.items() if not option.doc.strip()]
+
+
+def table(options) -> str:
     rows = ["| key | default | meaning | check |", "|---|---|---|---|"]
     for key, option in options.items():
-        meaning = described[key].replace("|", "\\|")
+        meaning = option.doc.replace("|", "\\|")
         default = show_default(option.default).replace("|", "\\|")
         rows.append(f"| `{key}` | {default} | {meaning} | `{option.check_id}` |")
     return "\n".join(rows)
@@ -110,12 +87,13 @@ def table(module_name: str, attribute: str) -> str:
 
 def render() -> str:
     parts = [HEADER]
-    for title, module_name, attribute, introduction in TABLES:
-        importlib.import_module(module_name)
+    for title, introduction, options in tables():
+        if missing := undocumented(options):
+            raise ValueError(f"{title}: no doc for {missing}")
         parts.append(f"## `{title}`\n")
         if introduction:
             parts.append(f"{introduction}\n")
-        parts.append(table(module_name, attribute) + "\n")
+        parts.append(table(options) + "\n")
     return "\n".join(parts)
 
 

@@ -5,44 +5,28 @@ from django.shortcuts import redirect
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from .console.admin import (
-    AgeFilter,
-    InputFilter,
-    ReadOnlyAdmin,
-    log_action,
-    pretty_body,
-    pretty_json,
-)
+from .console import admin as console
 from .models import IdempotencyRecord, OpsDashboard
 from .shared import clock
 
 State = IdempotencyRecord.State
-STATE_COLOURS: dict[str, str] = {
-    State.PENDING: "#b7791f",
-    State.COMPLETED: "#2f855a",
-    State.FAILED: "#c53030",
-}
 
 
-class StuckFilter(admin.SimpleListFilter):
-    title = _("lease")
-    parameter_name = "lease"
+def _stuck(records):
+    return records.stuck(clock.now())
 
-    def lookups(self, request, model_admin):
-        return (("stuck", _("stuck (lease expired)")), ("live", _("held")))
 
-    def queryset(self, request, queryset):
-        now = clock.now()
-        if self.value() == "stuck":
-            return queryset.stuck(now)
-        if self.value() == "live":
-            return queryset.filter(state=State.PENDING, locked_until__gte=now)
-        return queryset
+def _held(records):
+    return records.filter(state=State.PENDING, locked_until__gte=clock.now())
 
 
 @admin.register(IdempotencyRecord)
-class IdempotencyRecordAdmin(ReadOnlyAdmin):
-    state_colours = STATE_COLOURS
+class IdempotencyRecordAdmin(console.ReadOnlyAdmin):
+    state_colours = {
+        State.PENDING: console.Badge.WAITING,
+        State.COMPLETED: console.Badge.DONE,
+        State.FAILED: console.Badge.FAILED,
+    }
     list_display = [
         "key",
         "state_badge",
@@ -55,10 +39,15 @@ class IdempotencyRecordAdmin(ReadOnlyAdmin):
     ]
     list_filter = [
         "state",
-        StuckFilter,
-        InputFilter.on("operation", _("operation")),
-        InputFilter.on("scope", _("scope")),
-        AgeFilter,
+        console.ChoiceFilter.on(
+            "lease",
+            _("lease"),
+            stuck=(_("stuck (lease expired)"), _stuck),
+            live=(_("held"), _held),
+        ),
+        console.InputFilter.on("operation", _("operation")),
+        console.InputFilter.on("scope", _("scope")),
+        console.AgeFilter,
     ]
     # Key only, one indexed equality: an OR over columns misleads the planner
     # into walking the whole created_at index. Scopes have their own filter.
@@ -85,16 +74,9 @@ class IdempotencyRecordAdmin(ReadOnlyAdmin):
         "expires_at",
     )
 
-    @admin.display(description=_("response headers"))
-    def pretty_headers(self, obj):
-        return pretty_json(obj.response_headers)
-
-    @admin.display(description=_("response body"))
-    def pretty_response(self, obj):
-        return pretty_body(obj.response_body)
-
-    def has_release_permission(self, request):
-        return self.has_named_permission(request, "release_idempotencyrecord")
+    pretty_headers = console.json_field("response_headers", _("response headers"))
+    pretty_response = console.body_field("response_body", _("response body"))
+    has_release_permission = console.action_permission("release")
 
     @admin.action(permissions=["release"], description=_("Release stuck keys"))
     def release_stuck_keys(self, request, queryset):
@@ -108,7 +90,7 @@ class IdempotencyRecordAdmin(ReadOnlyAdmin):
             .stuck(now)
             .update(state=State.FAILED, locked_until=None)
         )
-        log_action(request, stuck, "Released stuck key (lease expired).")
+        console.log_action(request, stuck, "Released stuck key (lease expired).")
         skipped = queryset.count() - released
         self.report(
             request,
@@ -128,7 +110,7 @@ class IdempotencyRecordAdmin(ReadOnlyAdmin):
 
 
 @admin.register(OpsDashboard)
-class OpsDashboardAdmin(ReadOnlyAdmin):
+class OpsDashboardAdmin(console.ReadOnlyAdmin):
     """The admin index entry for /admin/ops/."""
 
     def changelist_view(self, request, extra_context=None):

@@ -1,32 +1,24 @@
-from django.apps import AppConfig
-from django.core import checks
-from django.core.signals import setting_changed
 from django.utils.translation import gettext_lazy as _
 
+from .shared import appconfig
 
-class IdempotencyConfig(AppConfig):
+
+class IdempotencyConfig(appconfig.OnceAppConfig):
     name = "idempotency"
     label = "idempotency"
     verbose_name = _("Idempotency")
-    default_auto_field = "django.db.models.BigAutoField"
 
-    # Contributions to retention and the console (see .shared.contributions).
+    # Wiring and contributions (see .shared.appconfig and .shared.contributions).
+    settings_objects = [
+        "idempotency.conf.idempotency_settings",
+        "idempotency.shared.conf.shared_settings",
+    ]
+    system_checks = ["idempotency.checks.check_settings"]
+    url_checks = [
+        "idempotency.checks.check_problem_docs",
+        "idempotency.checks.check_ttls",
+        "idempotency.checks.check_schema_class",
+    ]
     retention_kinds = {"idempotency": ["idempotency.ops.purgeable"]}
     console_panels = ["idempotency.ops.panel"]
     console_series = [(_("keys created"), "idempotency.ops.created_per_hour")]
-
-    def ready(self):
-        from . import checks as settings_checks
-        from .conf import idempotency_settings
-        from .shared.conf import shared_settings
-
-        checks.register(settings_checks.check_settings)
-        checks.register(settings_checks.check_problem_docs, checks.Tags.urls)
-        checks.register(settings_checks.check_ttls, checks.Tags.urls)
-        checks.register(settings_checks.check_schema_class, checks.Tags.urls)
-        setting_changed.connect(
-            idempotency_settings.on_setting_changed, dispatch_uid="idempotency-conf"
-        )
-        setting_changed.connect(
-            shared_settings.on_setting_changed, dispatch_uid="idempotency-shared-conf"
-        )

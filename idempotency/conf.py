@@ -97,38 +97,71 @@ def store_status(value):
 idempotency_settings = AppSettings(
     "IDEMPOTENCY",
     {
-        # Request header carrying the key (IETF draft name).
-        "HEADER": Option("Idempotency-Key", header_name, "idempotency.E002"),
-        # How long a key is remembered; views override it with ``ttl``. At
-        # least 60 s, and at least LEASE + WAIT (idempotency.E013).
-        "TTL": Option(timedelta(hours=24), key_ttl, "idempotency.E003"),
-        # How long a duplicate waits for the first request before 409; at
-        # least 1 ms.
-        "WAIT": Option(timedelta(seconds=1), wait, "idempotency.E004"),
-        # Lease mode: how long a claim is held before a retry may take it; at
-        # least 1 s.
-        "LEASE": Option(timedelta(seconds=30), lease, "idempotency.E005"),
-        # ``(request) -> str | None``: a non-empty scope name, or None for an
-        # anonymous client (refused unless the view opts in; then "anonymous").
+        "HEADER": Option(
+            "Idempotency-Key",
+            header_name,
+            "idempotency.E002",
+            doc="Request header carrying the key (IETF draft name).",
+        ),
+        "TTL": Option(
+            timedelta(hours=24),
+            key_ttl,
+            "idempotency.E003",
+            doc="How long a key is remembered; views override it with ``ttl``. "
+            "At least 60 s, and at least LEASE + WAIT (idempotency.E013).",
+        ),
+        "WAIT": Option(
+            timedelta(seconds=1),
+            wait,
+            "idempotency.E004",
+            doc="How long a duplicate waits for the first request before 409; "
+            "at least 1 ms.",
+        ),
+        "LEASE": Option(
+            timedelta(seconds=30),
+            lease,
+            "idempotency.E005",
+            doc="Lease mode: how long a claim is held before a retry may take "
+            "it; at least 1 s.",
+        ),
         "SCOPE_RESOLVER": Option(
-            "idempotency.scopes.default_scope", dotted_callable, "idempotency.E006"
+            "idempotency.scopes.default_scope",
+            dotted_callable,
+            "idempotency.E006",
+            doc="``(request) -> str | None``: a non-empty scope name, or None for "
+            "an anonymous client (refused unless the view opts in; then "
+            '"anonymous").',
         ),
-        # ``(status_code) -> bool``: which responses are stored and replayed.
-        # It must store every 2xx. A declined error (>= 400) rolls the view's
-        # work back and a retry runs again; a declined 3xx keeps the work and
-        # the key, and a retry is told the answer was not kept.
         "STORE_STATUS": Option(
-            "idempotency.responses.is_storable", store_status, "idempotency.E007"
+            "idempotency.responses.is_storable",
+            store_status,
+            "idempotency.E007",
+            doc="``(status_code) -> bool``: which responses are stored and "
+            "replayed. It must store every 2xx. A declined error (>= 400) rolls "
+            "the view's work back and a retry runs again; a declined 3xx keeps "
+            "the work and the key, and a retry is told the answer was not kept.",
         ),
-        # Response headers replayed besides Content-Type and Location.
         "REPLAY_HEADERS": Option(
-            (), replay_headers, "idempotency.E008", "For example ['ETag']."
+            (),
+            replay_headers,
+            "idempotency.E008",
+            "For example ['ETag'].",
+            doc="Response headers replayed besides Content-Type and Location.",
         ),
-        # Largest response body stored, in bytes. A larger answer still reaches
-        # the client and its work is kept; a retry is told it was not kept.
-        "MAX_STORED_BODY": Option(1024 * 1024, positive_int, "idempotency.E012"),
-        # Live records allowed per operation in the shared "anonymous" scope.
-        "ANONYMOUS_MAX_KEYS": Option(10_000, positive_int, "idempotency.E010"),
+        "MAX_STORED_BODY": Option(
+            1024 * 1024,
+            positive_int,
+            "idempotency.E012",
+            doc="Largest response body stored, in bytes. A larger answer still "
+            "reaches the client and its work is kept; a retry is told it was not "
+            "kept.",
+        ),
+        "ANONYMOUS_MAX_KEYS": Option(
+            10_000,
+            positive_int,
+            "idempotency.E010",
+            doc='Live records allowed per operation in the shared "anonymous" scope.',
+        ),
         **SHARED_OPTIONS,
     },
     shape_id="idempotency.E001",

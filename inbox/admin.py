@@ -4,31 +4,14 @@ from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from idempotency.console.admin import (
-    AgeFilter,
-    InputFilter,
-    ReadOnlyAdmin,
-    log_action,
-    pretty_json,
-)
+from idempotency.console import admin as console
 
 from . import ops
 from .models import InboxMessage
 
 
-class DuplicatesFilter(admin.SimpleListFilter):
-    title = _("duplicates")
-    parameter_name = "duplicates"
-
-    def lookups(self, request, model_admin):
-        return (("yes", _("redelivered at least once")),)
-
-    def queryset(self, request, queryset):
-        return queryset.with_duplicates() if self.value() == "yes" else queryset
-
-
 @admin.register(InboxMessage)
-class InboxMessageAdmin(ReadOnlyAdmin):
+class InboxMessageAdmin(console.ReadOnlyAdmin):
     list_display = [
         "message_id",
         "subscriber",
@@ -39,9 +22,13 @@ class InboxMessageAdmin(ReadOnlyAdmin):
     ]
     list_filter = [
         "state",
-        DuplicatesFilter,
-        InputFilter.on("subscriber", _("subscriber")),
-        AgeFilter.on("received_at"),
+        console.ChoiceFilter.on(
+            "duplicates",
+            _("duplicates"),
+            yes=(_("redelivered at least once"), lambda rows: rows.with_duplicates()),
+        ),
+        console.InputFilter.on("subscriber", _("subscriber")),
+        console.AgeFilter.on("received_at"),
     ]
     search_fields = ["message_id__exact"]
     search_help_text = _("Exact message id (the outbox id for our own events).")
@@ -59,12 +46,8 @@ class InboxMessageAdmin(ReadOnlyAdmin):
         "pretty_redrive",
     )
 
-    @admin.display(description=_("redrive"))
-    def pretty_redrive(self, obj):
-        return pretty_json(obj.redrive)
-
-    def has_replay_permission(self, request):
-        return self.has_named_permission(request, "replay_inboxmessage")
+    pretty_redrive = console.json_field("redrive", _("redrive"))
+    has_replay_permission = console.action_permission("replay")
 
     @admin.action(
         permissions=["replay"], description=_("Replay selected dead messages")
@@ -73,7 +56,9 @@ class InboxMessageAdmin(ReadOnlyAdmin):
         # The same task id and arguments, so the same message id: a second
         # replay, or a click on a row applied meanwhile, applies nothing twice.
         sent = ops.replay(queryset.dead())
-        log_action(request, sent, "Replayed dead inbox message (same message id).")
+        console.log_action(
+            request, sent, "Replayed dead inbox message (same message id)."
+        )
         self.message_user(
             request,
             ngettext(

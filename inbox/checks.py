@@ -2,7 +2,6 @@
 
 from celery import current_app
 from django.core.checks import Error
-from django.core.exceptions import ImproperlyConfigured
 
 from idempotency.shared.checks import base_app_installed
 from idempotency.shared.workers import import_task_modules
@@ -14,17 +13,12 @@ check_base_app = base_app_installed("inbox", "inbox.E003")
 
 
 def check_settings(app_configs=None, **kwargs):
-    errors = inbox_settings.check()
-    if errors:
-        return errors
-    try:
-        merged = inbox_settings.merged()
-    except ImproperlyConfigured:  # pragma: no cover - reported above
-        return []
-    why = short_retention(merged["RETENTION"], merged["REDELIVERY_HORIZON"])
-    if why:
-        return [Error(why, id="inbox.E004")]
-    return []
+    return inbox_settings.check_values(_retention_outlasts_redeliveries)
+
+
+def _retention_outlasts_redeliveries(values):
+    why = short_retention(values["RETENTION"], values["REDELIVERY_HORIZON"])
+    return [Error(why, id="inbox.E004")] if why else []
 
 
 def check_consumer_tasks(app_configs=None, **kwargs):

@@ -52,20 +52,33 @@ def attempts(value) -> int:
 inbox_settings = AppSettings(
     "INBOX",
     {
-        # How long a received message id is remembered.
         "RETENTION": Option(
-            timedelta(days=30), duration_at_least(MIN_HORIZON), "inbox.E002"
+            timedelta(days=30),
+            duration_at_least(MIN_HORIZON),
+            "inbox.E002",
+            doc="How long a received message id is remembered.",
         ),
-        # The longest a message can come back after its first delivery: broker
-        # visibility timeout, Celery retries x backoff cap, a manual redrive.
-        # The broker's visibility_timeout is added to the check when larger.
         "REDELIVERY_HORIZON": Option(
-            timedelta(days=7), duration_at_least(MIN_HORIZON), "inbox.E002"
+            timedelta(days=7),
+            duration_at_least(MIN_HORIZON),
+            "inbox.E002",
+            doc="The longest a message can come back after its first delivery: "
+            "broker visibility timeout, Celery retries x backoff cap, a manual "
+            "redrive. The broker's visibility_timeout is added to the check when "
+            "larger.",
         ),
-        # Runs of a ConsumerTask that raised before its message is dead.
-        "MAX_ATTEMPTS": Option(5, attempts, "inbox.E005"),
-        # The cap of the exponential backoff between those runs.
-        "RETRY_BACKOFF_MAX": Option(timedelta(minutes=10), duration, "inbox.E002"),
+        "MAX_ATTEMPTS": Option(
+            5,
+            attempts,
+            "inbox.E005",
+            doc="Runs of a ConsumerTask that raised before its message is dead.",
+        ),
+        "RETRY_BACKOFF_MAX": Option(
+            timedelta(minutes=10),
+            duration,
+            "inbox.E002",
+            doc="The cap of the exponential backoff between a ConsumerTask's runs.",
+        ),
     },
     shape_id="inbox.E001",
 )

@@ -8,40 +8,13 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from idempotency.console.admin import (
-    AgeFilter,
-    InputFilter,
-    ReadOnlyAdmin,
-    lock_unchanged,
-    log_action,
-    pretty_json,
-)
+from idempotency.console import admin as console
 from idempotency.shared import clock
 
 from .kicks import relay_kicker
 from .models import OutboxMessage
 
 State = OutboxMessage.State
-STATE_COLOURS: dict[str, str] = {
-    State.PENDING: "#b7791f",
-    State.PUBLISHED: "#2f855a",
-    State.DEAD: "#c53030",
-}
-
-
-class RetryingFilter(admin.SimpleListFilter):
-    title = _("delivery")
-    parameter_name = "delivery"
-
-    def lookups(self, request, model_admin):
-        return (("retrying", _("failing, backing off")), ("due", _("due now")))
-
-    def queryset(self, request, queryset):
-        if self.value() == "retrying":
-            return queryset.filter(_retrying())
-        if self.value() == "due":
-            return queryset.due(clock.now())
-        return queryset
 
 
 def _retrying():
@@ -49,9 +22,17 @@ def _retrying():
     return Q(state=State.PENDING) & ~Q(last_error="")
 
 
+def _due(messages):
+    return messages.due(clock.now())
+
+
 @admin.register(OutboxMessage)
-class OutboxMessageAdmin(ReadOnlyAdmin):
-    state_colours = STATE_COLOURS
+class OutboxMessageAdmin(console.ReadOnlyAdmin):
+    state_colours = {
+        State.PENDING: console.Badge.WAITING,
+        State.PUBLISHED: console.Badge.DONE,
+        State.DEAD: console.Badge.FAILED,
+    }
     list_display = [
         "id",
         "type",
@@ -65,10 +46,15 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
     ]
     list_filter = [
         "state",
-        RetryingFilter,
-        InputFilter.on("aggregatetype", _("aggregate type")),
-        InputFilter.on("type", _("event type")),
-        AgeFilter,
+        console.ChoiceFilter.on(
+            "delivery",
+            _("delivery"),
+            retrying=(_("failing, backing off"), lambda rows: rows.filter(_retrying())),
+            due=(_("due now"), _due),
+        ),
+        console.InputFilter.on("aggregatetype", _("aggregate type")),
+        console.InputFilter.on("type", _("event type")),
+        console.AgeFilter,
     ]
     search_fields = ["id__exact", "aggregateid__exact"]
     search_help_text = _("Exact message id or aggregate id.")
@@ -100,16 +86,9 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
                 return queryset.filter(aggregateid=search_term), False
         return super().get_search_results(request, queryset, search_term)
 
-    @admin.display(description=_("headers"))
-    def pretty_headers(self, obj):
-        return pretty_json(obj.headers)
-
-    @admin.display(description=_("payload"))
-    def pretty_payload(self, obj):
-        return pretty_json(obj.payload)
-
-    def has_requeue_permission(self, request):
-        return self.has_named_permission(request, "requeue_outboxmessage")
+    pretty_headers = console.json_field("headers", _("headers"))
+    pretty_payload = console.json_field("payload", _("payload"))
+    has_requeue_permission = console.action_permission("requeue")
 
     @admin.action(
         permissions=["requeue"],
@@ -121,7 +100,7 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
         # so is a message a relay holds right now (it is being published).
         using = queryset.db
         with transaction.atomic(using=using):
-            chosen = lock_unchanged(
+            chosen = console.lock_unchanged(
                 queryset, Q(state=State.DEAD) | (_retrying() & Q(locked_until=None))
             )
             # The clock is read with the rows locked: a message a concurrent
@@ -135,7 +114,9 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
             messages_.filter(pk__in=[m.pk for m in dead]).requeue(now)
             messages_.filter(pk__in=[m.pk for m in waiting]).update(available_at=now)
             requeued = dead + waiting
-            log_action(request, requeued, "Requeued outbox message (same message id).")
+            console.log_action(
+                request, requeued, "Requeued outbox message (same message id)."
+            )
             if requeued:
                 # Publish them now, not at the next beat.
                 relay_kicker.on_commit(using)

@@ -15,14 +15,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from idempotency.console.admin import (
-    AgeFilter,
-    ReadOnlyAdmin,
-    lock_unchanged,
-    log_action,
-    pretty_body,
-    pretty_json,
-)
+from idempotency.console import admin as console
 
 from . import sources
 from .conf import webhooks_settings
@@ -31,12 +24,6 @@ from .models import WebhookReceipt, WebhookRejection
 from .verifiers.base import EARLIEST_EVENT_TIME, LATEST_EVENT_TIME
 
 State = WebhookReceipt.State
-STATE_COLOURS: dict[str, str] = {
-    State.RECEIVED: "#2b6cb0",
-    State.PROCESSED: "#2f855a",
-    State.FAILED: "#c53030",
-    State.SKIPPED: "#718096",
-}
 
 
 class SourceFilter(admin.SimpleListFilter):
@@ -127,8 +114,13 @@ def _enqueue_on_commit(pks, using):
 
 
 @admin.register(WebhookReceipt)
-class WebhookReceiptAdmin(ReadOnlyAdmin):
-    state_colours = STATE_COLOURS
+class WebhookReceiptAdmin(console.ReadOnlyAdmin):
+    state_colours = {
+        State.RECEIVED: console.Badge.NEW,
+        State.PROCESSED: console.Badge.DONE,
+        State.FAILED: console.Badge.FAILED,
+        State.SKIPPED: console.Badge.SKIPPED,
+    }
     list_display = [
         "delivery_id",
         "source",
@@ -139,7 +131,7 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
         "received_at",
         "processed_at",
     ]
-    list_filter = ["state", SourceFilter, AgeFilter.on("received_at")]
+    list_filter = ["state", SourceFilter, console.AgeFilter.on("received_at")]
     search_fields = ["delivery_id__exact"]
     search_help_text = _("Exact delivery id.")
     date_hierarchy = "received_at"
@@ -192,23 +184,15 @@ class WebhookReceiptAdmin(ReadOnlyAdmin):
     def last_error_text(self, obj):
         return format_html("<pre>{}</pre>", obj.last_error) if obj.last_error else "—"
 
-    @admin.display(description=_("headers"))
-    def pretty_headers(self, obj):
-        return pretty_json(obj.headers)
-
-    @admin.display(description=_("body"))
-    def pretty_payload(self, obj):
-        return pretty_body(obj.body)
+    pretty_headers = console.json_field("headers", _("headers"))
+    pretty_payload = console.body_field("body", _("body"))
 
     def changelist_view(self, request, extra_context=None):
         context = {**(extra_context or {}), "replay_notes": replay_notes()}
         return super().changelist_view(request, context)
 
-    def has_replay_permission(self, request):
-        return self.has_named_permission(request, "replay_webhookreceipt")
-
-    def has_reprocess_permission(self, request):
-        return self.has_named_permission(request, "reprocess_webhookreceipt")
+    has_replay_permission = console.action_permission("replay")
+    has_reprocess_permission = console.action_permission("reprocess")
 
     @admin.action(
         permissions=["replay"],
@@ -311,11 +295,11 @@ def _reopen(request, queryset, *conditions, log: str) -> list[WebhookReceipt]:
     """Reopen the receipts of ``queryset`` meeting ``conditions`` (received, to
     be processed again), log them, enqueue them after the commit; return them."""
     with transaction.atomic(using=queryset.db):
-        reopened = lock_unchanged(queryset, *conditions)
+        reopened = console.lock_unchanged(queryset, *conditions)
         WebhookReceipt.objects.using(queryset.db).filter(
             pk__in=[r.pk for r in reopened]
         ).update(state=State.RECEIVED, processed_at=None)
-        log_action(request, reopened, log)
+        console.log_action(request, reopened, log)
         _enqueue_on_commit((r.pk for r in reopened), queryset.db)
     return reopened
 
@@ -340,7 +324,7 @@ def _as_seen(seen: dict[int, int]) -> Q:
 
 
 @admin.register(WebhookRejection)
-class WebhookRejectionAdmin(ReadOnlyAdmin):
+class WebhookRejectionAdmin(console.ReadOnlyAdmin):
     list_display = ["day", "source", "reason", "count", "last_seen_at"]
     list_filter = [SourceFilter, ReasonFilter]
     date_hierarchy = "day"

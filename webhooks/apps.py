@@ -1,32 +1,24 @@
-from django.apps import AppConfig
-from django.core import checks
-from django.core.signals import setting_changed
 from django.utils.translation import gettext_lazy as _
 
+from idempotency.shared import appconfig
 
-class WebhooksConfig(AppConfig):
+
+class WebhooksConfig(appconfig.OnceAppConfig):
     name = "webhooks"
     label = "webhooks"
     verbose_name = _("Webhooks")
-    default_auto_field = "django.db.models.BigAutoField"
 
-    # Contributions to retention and the console (idempotency.shared.contributions).
+    # Wiring and contributions (idempotency.shared.appconfig, .contributions).
+    settings_objects = ["webhooks.conf.webhooks_settings"]
+    # The sources and the drain's kicker are built from WEBHOOKS.
+    setting_receivers = ["webhooks.sources.forget", "webhooks.kicks.forget"]
+    system_checks = [
+        "webhooks.checks.check_settings",
+        "webhooks.checks.check_enqueue",
+        "webhooks.checks.check_base_app",
+    ]
     retention_kinds = {
         "webhooks": ["webhooks.ops.purgeable_receipts", "webhooks.ops.purgeable_counts"]
     }
     console_panels = ["webhooks.ops.panel"]
     console_series = [(_("receipts received"), "webhooks.ops.received_per_hour")]
-
-    def ready(self):
-        from . import checks as webhooks_checks
-        from . import kicks, sources
-        from .conf import webhooks_settings
-
-        checks.register(webhooks_checks.check_settings)
-        checks.register(webhooks_checks.check_enqueue)
-        checks.register(webhooks_checks.check_base_app)
-        setting_changed.connect(
-            webhooks_settings.on_setting_changed, dispatch_uid="webhooks-conf"
-        )
-        setting_changed.connect(sources.forget, dispatch_uid="webhooks-sources")
-        setting_changed.connect(kicks.forget, dispatch_uid="webhooks-kicks")

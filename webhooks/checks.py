@@ -12,17 +12,14 @@ _check_broker = celery_broker_configured("The webhook intake", "webhooks.W003")
 
 
 def check_settings(app_configs=None, **kwargs):
-    messages = webhooks_settings.check()
-    if messages:
-        return messages
-    try:
-        merged = webhooks_settings.merged()
-    except ImproperlyConfigured:  # pragma: no cover - reported above
-        return []
+    return webhooks_settings.check_values(_check_sources)
+
+
+def _check_sources(values):
     # Each source as the server builds it, RETENTION's bounds included.
     return [
         problem.as_check()
-        for name, config in merged["SOURCES"].items()
+        for name, config in values["SOURCES"].items()
         for problem in sources.validate(name, config)[1]
     ]
 

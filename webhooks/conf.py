@@ -93,87 +93,123 @@ def non_negative_int(value) -> int:
 
 # What one entry of WEBHOOKS["SOURCES"] may say, with the defaults.
 SOURCE_OPTIONS = {
-    # Short name (see VERIFIERS) or dotted path to a BaseVerifier subclass.
-    "VERIFIER": Option(None, verifier_class, "webhooks.E005"),
-    # Every secret currently valid, newest first; two during a rotation.
-    "SECRETS": Option((), secrets, "webhooks.E006"),
-    # Seconds a signed timestamp may lie in the past or the future.
-    # RETENTION must be at least twice it (webhooks.E019): a delivery verifies
-    # that long either side of its signing, and a receipt purged sooner would
-    # let it verify again and run twice.
+    "VERIFIER": Option(
+        None,
+        verifier_class,
+        "webhooks.E005",
+        doc="Short name (see VERIFIERS) or dotted path to a BaseVerifier subclass.",
+    ),
+    "SECRETS": Option(
+        (),
+        secrets,
+        "webhooks.E006",
+        doc="Every secret currently valid, newest first; two during a rotation.",
+    ),
     "TOLERANCE": Option(
         300,
         duration_in_seconds,
         "webhooks.E007",
         "Providers sign with a clock; 300 is their usual tolerance.",
+        doc="Seconds a signed timestamp may lie in the past or the future. "
+        "RETENTION must be at least twice it (webhooks.E019): a delivery "
+        "verifies that long either side of its signing, and a receipt purged "
+        "sooner would let it verify again and run twice.",
     ),
-    # Sources without a signed time (github; hmac without TIMESTAMP_HEADER):
-    # a captured body verifies forever, so one resent after its receipt is
-    # purged (RETENTION after processing) runs again. This states how long
-    # after processing a resent body must still be a duplicate; the source is
-    # refused while RETENTION is shorter (webhooks.E020). Lower it to accept
-    # a shorter RETENTION; ignored where a signed time bounds replays.
     "REPLAY_HORIZON": Option(
         DEFAULT_RETENTION,
         duration,
         "webhooks.E020",
         "Give seconds or a timedelta, at most RETENTION.",
+        doc="Sources without a signed time (github; hmac without "
+        "TIMESTAMP_HEADER): a captured body verifies forever, so one resent "
+        "after its receipt is purged (RETENTION after processing) runs again. "
+        "This states how long after processing a resent body must still be a "
+        "duplicate; the source is refused while RETENTION is shorter "
+        "(webhooks.E020). Lower it to accept a shorter RETENTION; ignored where "
+        "a signed time bounds replays.",
     ),
-    # Fewest bytes each HMAC key must have (Standard Webhooks: decoded). Lower
-    # it only for a provider whose dashboard generates shorter secrets.
     "MIN_SECRET_BYTES": Option(
         MIN_SECRET_BYTES,
         positive_int,
         "webhooks.E017",
         "A number of bytes; 16 unless the provider's secrets are shorter.",
+        doc="Fewest bytes each HMAC key must have (Standard Webhooks: decoded). "
+        "Lower it only for a provider whose dashboard generates shorter secrets.",
     ),
-    # Bodies larger than this many bytes are refused (413) unread.
     "MAX_BODY_SIZE": Option(
-        1024 * 1024, positive_int, "webhooks.E008", "A number of bytes."
+        1024 * 1024,
+        positive_int,
+        "webhooks.E008",
+        "A number of bytes.",
+        doc="Bodies larger than this many bytes are refused (413) unread.",
     ),
-    # Request headers kept on the receipt besides the verifier's own.
     "HEADERS": Option(
         ("Content-Type", "User-Agent"),
         stored_headers,
         "webhooks.E009",
         "For example ['User-Agent'].",
+        doc="Request headers kept on the receipt besides the verifier's own.",
     ),
-    # Verifier-specific options (the generic HMAC verifier's header names).
-    "OPTIONS": Option({}, mapping, "webhooks.E011"),
+    "OPTIONS": Option(
+        {},
+        mapping,
+        "webhooks.E011",
+        doc="Verifier-specific options (the generic HMAC verifier's header names).",
+    ),
 }
 
 webhooks_settings = AppSettings(
     "WEBHOOKS",
     {
-        # {name: {...}} with the keys of SOURCE_OPTIONS; name is the URL part.
-        # Each source is validated on its own (webhooks.sources), so one bad
-        # source refuses its own deliveries, not every source's.
-        "SOURCES": Option({}, mapping, "webhooks.E002", "A dict of name to settings."),
-        # ``(receipt_id) -> None`` run on commit of a new or redelivered
-        # receipt. The default kicks the drain task (webhooks.kicks);
-        # "webhooks.tasks.enqueue" sends one task per receipt instead.
-        "ENQUEUE": Option("webhooks.kicks.enqueue", dotted_callable, "webhooks.E013"),
-        # A process starts its drains at least this far apart (webhooks.kicks);
-        # a committed receipt waits at most this long for its drain to start.
+        "SOURCES": Option(
+            {},
+            mapping,
+            "webhooks.E002",
+            "A dict of name to settings.",
+            doc="{name: {...}} with the keys of SOURCE_OPTIONS; name is the URL "
+            "part. Each source is validated on its own (webhooks.sources), so one "
+            "bad source refuses its own deliveries, not every source's.",
+        ),
+        "ENQUEUE": Option(
+            "webhooks.kicks.enqueue",
+            dotted_callable,
+            "webhooks.E013",
+            doc="``(receipt_id) -> None`` run on commit of a new or redelivered "
+            "receipt. The default kicks the drain task (webhooks.kicks); "
+            '"webhooks.tasks.enqueue" sends one task per receipt instead.',
+        ),
         "KICK_INTERVAL": Option(
             timedelta(milliseconds=250),
             duration,
             "webhooks.E016",
             "Give seconds or a timedelta, such as 0.25.",
+            doc="A process starts its drains at least this far apart "
+            "(webhooks.kicks); a committed receipt waits at most this long for "
+            "its drain to start.",
         ),
-        # Celery retries of a failing receipt, and the backoff cap in seconds.
-        "MAX_RETRIES": Option(5, non_negative_int, "webhooks.E014"),
-        "RETRY_BACKOFF_MAX": Option(600, duration_in_seconds, "webhooks.E014"),
-        # How long processed or skipped receipts (and rejection counts) are
-        # kept: longer than any provider's manual replay window. Each source
-        # refuses a shorter one than its provider's retries (webhooks.E018),
-        # twice its TOLERANCE (E019) or its REPLAY_HORIZON (E020), and so does
-        # the purge.
+        "MAX_RETRIES": Option(
+            5,
+            non_negative_int,
+            "webhooks.E014",
+            doc="Celery retries of a failing receipt.",
+        ),
+        "RETRY_BACKOFF_MAX": Option(
+            600,
+            duration_in_seconds,
+            "webhooks.E014",
+            doc="The cap of the exponential backoff between a failing receipt's "
+            "retries, in seconds.",
+        ),
         "RETENTION": Option(
             DEFAULT_RETENTION,
             duration,
             "webhooks.E012",
             "Give seconds or a timedelta.",
+            doc="How long processed or skipped receipts (and rejection counts) "
+            "are kept: longer than any provider's manual replay window. Each "
+            "source refuses a shorter one than its provider's retries "
+            "(webhooks.E018), twice its TOLERANCE (E019) or its REPLAY_HORIZON "
+            "(E020), and so does the purge.",
         ),
     },
     shape_id="webhooks.E001",

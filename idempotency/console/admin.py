@@ -30,6 +30,16 @@ class CappedPaginator(Paginator):
         return rows.order_by()[: self.CAP].count()
 
 
+class Badge:
+    """The colours of state badges, by what a state means to an operator."""
+
+    NEW = "#2b6cb0"
+    WAITING = "#b7791f"
+    DONE = "#2f855a"
+    FAILED = "#c53030"
+    SKIPPED = "#718096"
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
     """The console is read-only; its actions are the only writes."""
 
@@ -38,7 +48,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     show_full_result_count = False  # a COUNT(*) over a million rows per page view
     # Its date hierarchy lists periods without a SELECT DISTINCT over the table.
     change_list_template = "admin/idempotency/change_list.html"
-    # State value -> colour of its badge in the list.
+    # State value -> colour of its badge in the list (a Badge colour).
     state_colours: dict[str, str] = {}
 
     def changelist_view(self, request, extra_context=None):
@@ -83,6 +93,30 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def has_named_permission(self, request, codename):
         opts = self.opts
         return request.user.has_perm(f"{opts.app_label}.{codename}")
+
+
+def action_permission(verb: str):
+    """An admin's ``has_<verb>_permission``, for actions declaring
+    ``permissions=[verb]``: the user holds the model's ``<verb>_<model>``."""
+
+    def has_permission(self, request):
+        return self.has_named_permission(request, f"{verb}_{self.opts.model_name}")
+
+    return has_permission
+
+
+def json_field(field: str, description):
+    """A read-only display of the JSON in ``field``."""
+    return admin.display(description=description)(
+        lambda self, obj: pretty_json(getattr(obj, field))
+    )
+
+
+def body_field(field: str, description):
+    """A read-only display of the stored bytes in ``field``."""
+    return admin.display(description=description)(
+        lambda self, obj: pretty_body(getattr(obj, field))
+    )
 
 
 def unstorable_parameters(query) -> list[str]:
@@ -134,6 +168,39 @@ def log_action(request, objects, message: str) -> None:
         LogEntry.objects.log_actions(request.user.pk, objects, CHANGE, message)
 
 
+def _filter_name(field: str, suffix: str) -> str:
+    return "".join(part.title() for part in field.split("_")) + suffix
+
+
+class ChoiceFilter(admin.SimpleListFilter):
+    """A few named choices, each narrowing the rows its own way.
+
+    ``ChoiceFilter.on("lease", _("lease"), stuck=(_("stuck"), stuck_rows))``
+    lists "stuck" and filters by ``stuck_rows(queryset)`` when it is chosen.
+    """
+
+    narrowings: dict = {}
+
+    @classmethod
+    def on(cls, parameter: str, title, **narrowings) -> type["ChoiceFilter"]:
+        """``narrowings``: each choice's value -> (label, queryset -> queryset)."""
+        attributes = {
+            "parameter_name": parameter,
+            "title": title,
+            "narrowings": narrowings,
+        }
+        return type(_filter_name(parameter, "Filter"), (cls,), attributes)
+
+    def lookups(self, request, model_admin):
+        return [(value, label) for value, (label, _narrow) in self.narrowings.items()]
+
+    def queryset(self, request, queryset):
+        if self.value() not in self.narrowings:
+            return queryset
+        _label, narrow = self.narrowings[self.value()]
+        return narrow(queryset)
+
+
 class InputFilter(admin.SimpleListFilter):
     """A free-text exact filter for high-cardinality columns (scope, source).
 
@@ -146,10 +213,8 @@ class InputFilter(admin.SimpleListFilter):
     @classmethod
     def on(cls, field: str, title) -> type["InputFilter"]:
         """A filter on ``field`` (also its query parameter), titled ``title``."""
-        name = "".join(part.title() for part in field.split("_")) + "Filter"
-        return type(
-            name, (cls,), {"field": field, "parameter_name": field, "title": title}
-        )
+        attributes = {"field": field, "parameter_name": field, "title": title}
+        return type(_filter_name(field, "Filter"), (cls,), attributes)
 
     def lookups(self, request, model_admin):
         # Django shows a filter only when it has choices; one dummy suffices.
@@ -178,8 +243,7 @@ class AgeFilter(admin.SimpleListFilter):
 
     @classmethod
     def on(cls, field: str) -> type["AgeFilter"]:
-        name = "".join(part.title() for part in field.split("_")) + "AgeFilter"
-        return type(name, (cls,), {"field": field})
+        return type(_filter_name(field, "AgeFilter"), (cls,), {"field": field})
 
     def lookups(self, request, model_admin):
         return (

@@ -36,7 +36,8 @@ class Option:
     # The system check id that reports a bad value.
     check_id: str
     hint: str = ""
-    # What the option means, for the settings page (docs/reference.py).
+    # What the option means: the settings page (docs/reference.py) is made
+    # of these, and tests/test_docs.py fails on an option without one.
     doc: str = ""
 
 
@@ -188,6 +189,16 @@ class AppSettings:
 
     def check(self, app_configs=None, **kwargs) -> list[CheckMessage]:
         return [problem.as_check() for problem in self.validate()[1]]
+
+    def check_values(
+        self, check: Callable[[dict], list[CheckMessage]]
+    ) -> list[CheckMessage]:
+        """The table's problems or, when it has none, ``check(values)``'s: a
+        check of how the values fit together needs each of them valid."""
+        values, problems = self.validate()
+        if problems:
+            return [problem.as_check() for problem in problems]
+        return check(values)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name not in self.options:

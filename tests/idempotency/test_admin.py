@@ -73,6 +73,22 @@ def test_list_detail_and_filters_render_read_only(client, staff):
     assert client.get(CHANGELIST + "add/").status_code == 403
 
 
+@pytest.mark.parametrize(
+    ("lease", "listed"),
+    [("stuck", ["stuck"]), ("live", ["held"]), ("other", ["done", "held", "stuck"])],
+)
+def test_the_lease_filter_lists_stuck_or_held_keys(client, staff, lease, listed):
+    make_record("stuck")
+    make_record("held", lease=600)
+    make_record("done", state="completed")
+    client.force_login(staff)
+
+    page = client.get(CHANGELIST + f"?lease={lease}")
+
+    assert sorted(r.key for r in page.context["cl"].result_list) == listed
+    assert "stuck (lease expired)" in page.text and "held" in page.text
+
+
 def test_search_finds_a_key_exactly(client, staff):
     make_record("needle", state="completed")
     make_record("needles", state="completed")
