@@ -14,6 +14,8 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
+from idempotency.shared.headers import EVENT_HEADERS, MESSAGE_ID_HEADER
+
 from . import guarantees as g
 from .crashes import (
     AFTER,
@@ -22,12 +24,6 @@ from .crashes import (
     commit_points,
     require_committed_transactions,
 )
-
-# The header every outbox delivery carries its message id in (the inbox reads
-# it first); the wire format is the contract.
-MESSAGE_ID_HEADER = "once-message-id"
-# The header the event's own headers travel in, as a table.
-EVENT_HEADERS = "once-headers"
 
 
 @dataclass(frozen=True)
