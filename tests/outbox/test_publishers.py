@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from kombu import Connection, Exchange, Queue
+from kombu.transport import redis as redis_transport
 
 from idempotency.shared.workers import import_task_modules
 from outbox import relay
@@ -299,6 +300,28 @@ class TestKombuPublisherOnRedis(KombuContract):
                 publisher.publish(make_message())
         finally:
             delete_queues(self.url, queue)
+
+    def test_a_batch_reads_the_bindings_once_and_leaves_the_channel_as_it_was(
+        self, monkeypatch
+    ):
+        # kombu would read them again per message, a round trip each
+        # (docs/benchmarks.md, "Outbox relay").
+        reads = []
+        read_bindings = redis_transport.Channel.get_table
+
+        def counted(channel, exchange):
+            reads.append(exchange)
+            return read_bindings(channel, exchange)
+
+        monkeypatch.setattr(redis_transport.Channel, "get_table", counted)
+        messages = [make_message(aggregateid=str(n)) for n in range(20)]
+        with self.make_publisher() as publisher:
+            assert publisher.publish_many(messages) == {}
+            channel = publisher.producer.channel
+
+        assert reads == [self.exchange.name]
+        assert "get_table" not in vars(channel)
+        assert len(self.receive(20)) == 20
 
 
 class TestKombuPublisherOnRabbitMQ(KombuContract):
