@@ -13,14 +13,15 @@ from celery.exceptions import Ignore, Reject, Retry
 from django.db import router, transaction
 
 from idempotency.shared import clock
+from idempotency.shared.headers import MESSAGE_ID_HEADER
 
 from .conf import inbox_settings
 from .exceptions import InboxError, MessageIdInvalid, MessageIdMissing
 from .models import InboxMessage
 
-# Where a message id is looked up, in order: our outbox's header, Debezium's
-# event router header, then a CloudEvents attribute (binary mode header).
-OUTBOX_HEADER = "once-message-id"
+# Where a message id is looked up, in order: our outbox's header
+# (MESSAGE_ID_HEADER), Debezium's event router header, then a CloudEvents
+# attribute (binary mode header).
 DEBEZIUM_HEADER = "id"
 CLOUDEVENTS_HEADERS = ("ce_id", "ce-id")
 
@@ -80,7 +81,7 @@ def checked_message_id(message_id) -> str:
 def message_id_from(headers: dict | None = None, body=None) -> str | None:
     """Find the message id of a delivery: our header, Debezium's, CloudEvents'."""
     headers = headers or {}
-    for name in (OUTBOX_HEADER, DEBEZIUM_HEADER, *CLOUDEVENTS_HEADERS):
+    for name in (MESSAGE_ID_HEADER, DEBEZIUM_HEADER, *CLOUDEVENTS_HEADERS):
         if headers.get(name):
             return str(headers[name])
     # A structured-mode CloudEvent carries its id in the body.
@@ -144,7 +145,9 @@ def _from_task() -> str | None:
     if task is None or task.request.called_directly:
         return None
     request = task.request
-    custom = {name: request.get(name) for name in (OUTBOX_HEADER, *CLOUDEVENTS_HEADERS)}
+    custom = {
+        name: request.get(name) for name in (MESSAGE_ID_HEADER, *CLOUDEVENTS_HEADERS)
+    }
     return message_id_from(custom) or request.id
 
 

@@ -6,12 +6,12 @@ from typing import Any
 from django.db import connections, router, transaction
 
 from idempotency.shared import clock
+from idempotency.shared.headers import MESSAGE_ID_HEADER
 
 from .conf import DEBEZIUM, outbox_settings
 from .exceptions import NotInTransaction
 from .kicks import relay_kicker
 from .models import OutboxMessage
-from .publishers import MESSAGE_ID_HEADER
 
 
 def record(

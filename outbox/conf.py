@@ -13,7 +13,7 @@ from idempotency.shared.settings import (
     subclass_of,
 )
 
-from .publishers import BasePublisher
+from .publishers.base import BasePublisher
 
 CELERY = "celery"
 DEBEZIUM = "debezium"

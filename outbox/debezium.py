@@ -2,8 +2,9 @@
 
 from django.db import connections, router
 
+from idempotency.shared.headers import EVENT_HEADERS
+
 from .models import OutboxMessage
-from .publishers import EVENT_HEADERS
 
 
 def connector_config(

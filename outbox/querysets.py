@@ -28,6 +28,25 @@ class OutboxMessageQuerySet(models.QuerySet["OutboxMessage"]):
             models.Q(locked_until__isnull=True) | models.Q(locked_until__lte=now)
         )
 
+    def first_unpublished_of_their_aggregate(self):
+        """Messages no older unpublished (pending, leased or dead) message of
+        their aggregate precedes: the ones an ordered relay may publish."""
+        older = (
+            self.model._default_manager.filter(
+                aggregatetype=models.OuterRef("aggregatetype"),
+                aggregateid=models.OuterRef("aggregateid"),
+            )
+            .exclude(state=self.model.State.PUBLISHED)
+            .filter(
+                models.Q(created_at__lt=models.OuterRef("created_at"))
+                | models.Q(
+                    created_at=models.OuterRef("created_at"),
+                    id__lt=models.OuterRef("id"),
+                )
+            )
+        )
+        return self.filter(~models.Exists(older))
+
     def purgeable(self, now, retention):
         """Published rows older than the retention; never an unpublished one."""
         return self.published().filter(published_at__lt=now - retention)

@@ -92,54 +92,45 @@ def make_publisher():
 def claim(limit: int, *, using: str | None = None) -> list[OutboxMessage]:
     """Lease up to ``limit`` due messages to this relay and return them."""
     using = using or router.db_for_write(OutboxMessage)
-    connection = connections[using]
     now = clock.now()
     lease_end = now + as_timedelta(outbox_settings.LEASE)
-    sql, params = _claim_sql(connection, now, lease_end, limit)
     # A transaction of its own, committed before any publish: the row locks
     # last one statement, and the lease (not a lock) keeps other relays off.
     with transaction.atomic(using=using):
+        sql, params = _claim_sql(using, now, lease_end, limit)
         batch = list(OutboxMessage.objects.db_manager(using).raw(sql, params))
     # RETURNING has no order; publish oldest first.
     batch.sort(key=lambda message: (message.created_at, message.id))
     return batch
 
 
-def _claim_sql(connection, now, lease_end, limit):
+def _claim_sql(using, now, lease_end, limit):
+    """One statement that picks the claimable messages and leases them."""
+    connection = connections[using]
+    picked = OutboxMessage.objects.db_manager(using).claimable(now)
+    if outbox_settings.ORDERED:
+        # A message waits while an older one of its aggregate is unpublished;
+        # record() serialized their commits.
+        picked = picked.first_unpublished_of_their_aggregate()
+    picked = picked.order_by("available_at").values("id")[:limit]
+    if connection.features.has_select_for_update_skip_locked:
+        # SKIP LOCKED: a row another relay is claiming right now is left to it
+        # instead of waiting for it (SQLite has one writer and no row locks).
+        picked = picked.select_for_update(skip_locked=True)
+    select, params = picked.query.get_compiler(using).as_sql()
     table = connection.ops.quote_name(OutboxMessage._meta.db_table)
     adapt = connection.ops.adapt_datetimefield_value
-    # SKIP LOCKED: a row another relay is claiming right now is left to it
-    # instead of waiting for it (SQLite has one writer and no row locks).
-    lock = "FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
-    ordered = ""
-    params = [adapt(now), adapt(now)]
-    if outbox_settings.ORDERED:
-        # A message waits while an older one of its aggregate is unpublished
-        # (pending, leased or dead); record() serialized their commits.
-        ordered = (
-            f"AND NOT EXISTS (SELECT 1 FROM {table} AS older "
-            "WHERE older.aggregatetype = m.aggregatetype "
-            "AND older.aggregateid = m.aggregateid "
-            f"AND older.state <> '{State.PUBLISHED}' "
-            "AND (older.created_at < m.created_at OR "
-            "(older.created_at = m.created_at AND older.id < m.id)))"
-        )
-    # MATERIALIZED: the locking subquery must run once, not per outer row.
+    # One statement, no RETURNING in the ORM's update(). MATERIALIZED: the
+    # locking subquery must run once, not per outer row.
     sql = (
-        f"WITH picked AS MATERIALIZED (SELECT m.id FROM {table} AS m "
-        # The state as a literal, not a parameter: the planner matches it to
-        # the partial index on due messages.
-        f"WHERE m.state = '{State.PENDING}' AND m.available_at <= %s "
-        "AND (m.locked_until IS NULL OR m.locked_until <= %s) "
-        f"{ordered} ORDER BY m.available_at LIMIT %s {lock}) "
+        f"WITH picked AS MATERIALIZED ({select}) "
         f"UPDATE {table} SET attempts = attempts + 1, locked_until = %s, "
         # Moving available_at to the lease end keeps leased rows at the back of
         # the due index, so the next claim does not scan past them.
         "available_at = %s "
         "WHERE id IN (SELECT id FROM picked) RETURNING *"
     )
-    params += [limit, adapt(lease_end), adapt(lease_end)]
-    return sql, params
+    return sql, (*params, adapt(lease_end), adapt(lease_end))
 
 
 def publish_batch(batch, publisher, *, using: str | None = None) -> DrainResult:

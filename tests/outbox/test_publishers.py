@@ -8,8 +8,11 @@ from amqp.exceptions import PreconditionFailed
 from celery import Celery, shared_task
 from django.db import transaction
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from kombu import Connection, Exchange, Queue
+from kombu.transport import redis as redis_transport
 
+from idempotency.shared.workers import import_task_modules
 from outbox import relay
 from outbox.api import record
 from outbox.exceptions import OutboxConfigurationError, PublishError
@@ -297,6 +300,28 @@ class TestKombuPublisherOnRedis(KombuContract):
                 publisher.publish(make_message())
         finally:
             delete_queues(self.url, queue)
+
+    def test_a_batch_reads_the_bindings_once_and_leaves_the_channel_as_it_was(
+        self, monkeypatch
+    ):
+        # kombu would read them again per message, a round trip each
+        # (docs/benchmarks.md, "Outbox relay").
+        reads = []
+        read_bindings = redis_transport.Channel.get_table
+
+        def counted(channel, exchange):
+            reads.append(exchange)
+            return read_bindings(channel, exchange)
+
+        monkeypatch.setattr(redis_transport.Channel, "get_table", counted)
+        messages = [make_message(aggregateid=str(n)) for n in range(20)]
+        with self.make_publisher() as publisher:
+            assert publisher.publish_many(messages) == {}
+            channel = publisher.producer.channel
+
+        assert reads == [self.exchange.name]
+        assert "get_table" not in vars(channel)
+        assert len(self.receive(20)) == 20
 
 
 class TestKombuPublisherOnRabbitMQ(KombuContract):
@@ -595,3 +620,45 @@ def test_an_event_for_a_misspelled_task_stays_pending_instead_of_being_lost():
     message = OutboxMessage.objects.get()
     assert message.state == "pending"
     assert "'shop.reserve_stok'" in message.last_error
+
+
+@pytest.mark.parametrize(
+    ("name", "module"),
+    [
+        ("BasePublisher", "base"),
+        ("envelope", "base"),
+        ("KombuPublisher", "kombu"),
+        ("CeleryTaskPublisher", "celery"),
+        ("InMemoryPublisher", "memory"),
+    ],
+)
+def test_a_publisher_has_one_dotted_path_per_module_and_keeps_the_short_one(
+    name, module
+):
+    # OUTBOX["PUBLISHER"] strings written before the split keep working.
+    assert import_string(f"outbox.publishers.{module}.{name}") is import_string(
+        f"outbox.publishers.{name}"
+    )
+
+
+def test_task_modules_are_imported_once_whichever_app_asks_first():
+    # The inbox's system check and this publisher share one record of the
+    # imports: the second to ask does not run the app's imports (and with
+    # them Django's checks) again.
+    app = Celery(set_as_current=False)
+    app.autodiscover_tasks(["tests.outbox.discovered"], related_name="jobs")
+    imports = []
+    import_default_modules = app.loader.import_default_modules
+
+    def counted():
+        imports.append(app)
+        return import_default_modules()
+
+    app.loader.import_default_modules = counted
+    import_task_modules(app)  # as inbox.checks does
+    publisher = CeleryTaskPublisher(
+        tasks={"order.created": "outbox_tests.not_a_task"}, app=app
+    )
+
+    assert publisher.unregistered_tasks() == ["outbox_tests.not_a_task"]
+    assert len(imports) == 1

@@ -317,3 +317,33 @@ def test_ordered_mode_holds_a_message_while_an_older_one_is_unpublished(clock, s
 
     order_1 = [m.payload["step"] for m in sent if m.aggregate_id == "1"]
     assert order_1 == [1, 2]
+
+
+def test_the_claim_takes_exactly_the_messages_the_queryset_calls_claimable(clock):
+    # The relay's claim is built on OutboxMessage.objects.claimable(now): the
+    # console and the relay cannot disagree on what a relay may take.
+    now = clock.now()
+    later, earlier = now + timedelta(minutes=5), now - timedelta(minutes=5)
+    rows = {
+        "due": {},
+        "due, lease lapsed": {"locked_until": earlier},
+        "not due yet": {"available_at": later},
+        "leased": {"locked_until": later},
+        "published": {"state": "published", "published_at": earlier},
+        "dead": {"state": "dead"},
+    }
+    ids = {
+        name: OutboxMessage.objects.create(
+            aggregatetype="order",
+            aggregateid=name,
+            type="order.created",
+            payload={},
+            **{"created_at": earlier, "available_at": earlier, **fields},
+        ).id
+        for name, fields in rows.items()
+    }
+    claimable = set(OutboxMessage.objects.claimable(now).values_list("id", flat=True))
+
+    claimed = {message.id for message in relay.claim(10)}
+
+    assert claimed == claimable == {ids["due"], ids["due, lease lapsed"]}

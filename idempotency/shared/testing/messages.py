@@ -7,11 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-# The header every outbox delivery carries its message id in (the inbox reads
-# it first); the wire format is the contract.
-MESSAGE_ID_HEADER = "once-message-id"
-# The header the event's own headers travel in, as a table.
-EVENT_HEADERS = "once-headers"
+from ..headers import EVENT_HEADERS, MESSAGE_ID_HEADER
 
 
 @dataclass(frozen=True)

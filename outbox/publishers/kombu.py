@@ -1,100 +1,18 @@
-"""Publishers: how the relay hands a message to the outside world.
-
-A publisher is a context manager (the relay opens it once per drain) with one
-required method, ``publish(message)``, which returns only once the broker has
-taken the message and raises otherwise. The relay hands over each claimed
-batch through ``publish_many(messages)``, which a publisher overrides to send
-a batch at once; by default it publishes one message at a time. Pick one with
-``OUTBOX["PUBLISHER"]`` (a dotted path) and give it keyword arguments in
-``OUTBOX["PUBLISHER_OPTIONS"]``.
-"""
+"""A publisher that sends to a broker through kombu: RabbitMQ or Redis."""
 
 import contextlib
-import threading
 import time
-import weakref
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from celery import Celery, current_app
+from celery import current_app
 from kombu import Connection, Exchange, Queue
 from kombu.transport import virtual
 
-from idempotency.shared.settings import InvalidSetting, duration
-
-from .exceptions import OutboxConfigurationError, PublishError
+from ..exceptions import OutboxConfigurationError, PublishError
+from .base import BasePublisher, confirm_timeout_seconds, envelope
 
 AMQP_SCHEMES = frozenset({"amqp", "amqps", "pyamqp"})
-
-
-class BasePublisher:
-    """Extension point: subclass it and implement ``publish()``."""
-
-    def open(self) -> None:
-        """Acquire what publishing needs (a connection); called once per drain."""
-
-    def close(self) -> None:
-        """Release what ``open()`` acquired."""
-
-    def publish(self, message) -> None:
-        """Hand over one ``OutboxMessage``; raise when the broker did not take it."""
-        raise NotImplementedError(".publish() must be overridden.")
-
-    def publish_many(self, messages) -> dict:
-        """Hand over several messages; return ``{message id: exception}`` for
-        each the broker did not take. Every other one is held by the broker."""
-        refused = {}
-        for message in messages:
-            try:
-                self.publish(message)
-            except Exception as exc:  # any failure is that message's failed attempt
-                refused[message.id] = exc
-        return refused
-
-    def __enter__(self):
-        self.open()
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-
-
-def _confirm_timeout(value, publisher: str) -> float:
-    """Seconds to wait for the broker's confirms, refused here, in the running
-    relay: 0 or NaN would fail or hang every batch instead of waiting."""
-    try:
-        return duration(value).total_seconds()
-    except InvalidSetting as exc:
-        raise OutboxConfigurationError(
-            f"{publisher} confirm_timeout {exc} {exc.hint}".strip()
-        ) from None
-
-
-# The header every delivery carries its message id in; consumers dedupe on it
-# (the inbox reads the same name: the wire format is the contract).
-MESSAGE_ID_HEADER = "once-message-id"
-# The one header the event's own headers (``record(headers=...)``) travel in,
-# as a table. The names beside it belong to the transport: Celery reads
-# ``task``, ``expires``, ``eta``...; RabbitMQ routes on ``CC``/``BCC`` and a
-# headers exchange on any of them. Debezium's router sends the headers column
-# under the same name.
-EVENT_HEADERS = "once-headers"
-
-
-def envelope(message) -> tuple[object, dict]:
-    """The body and headers every publisher sends, shaped like Debezium's router:
-    the payload as the body, the event type and ids as headers, and the event's
-    own headers in a namespace of their own, so none can steer the transport."""
-    headers = {
-        "id": str(message.id),
-        "type": message.type,
-        "aggregatetype": message.aggregatetype,
-        "aggregateid": message.aggregateid,
-        MESSAGE_ID_HEADER: str(message.id),
-        EVENT_HEADERS: dict(message.headers),
-    }
-    return message.payload, headers
 
 
 class KombuPublisher(BasePublisher):
@@ -144,7 +62,9 @@ class KombuPublisher(BasePublisher):
                 '"published" means the broker confirmed that a queue holds '
                 "the message. Remove the option."
             )
-        self.confirm_timeout = _confirm_timeout(confirm_timeout, "KombuPublisher")
+        self.confirm_timeout = confirm_timeout_seconds(
+            confirm_timeout, "KombuPublisher"
+        )
         self.transport_options = transport_options or {}
         self.connect_timeout = connect_timeout
         self.declare = tuple(declare)
@@ -351,9 +271,22 @@ class KombuPublisher(BasePublisher):
         # sends the pushes in one pipeline. A failed pipeline raises: delivery
         # uncertain, every message fails.
         batch = getattr(producer, "batch", contextlib.nullcontext)
-        with _bindings_read(channel, self.exchange_name, table), batch():
+        with self._routing_on(channel, table), batch():
             for message in routed:
                 self._send(producer, message)
+
+    def _routing_on(self, channel, table):
+        """Have kombu route this batch on ``table``, the bindings its check read.
+
+        kombu's virtual channel (5.x, up to 5.7 at least) reads an exchange's
+        bindings again for every message it routes: ``Channel._lookup`` calls
+        ``get_table``, on Redis an SMEMBERS round trip outside the pipeline,
+        even inside ``Producer.batch()``. kombu has no option to route a batch
+        on one read, so ``get_table`` is bound on this channel for the batch:
+        the Redis relay drains over twice as fast with it (docs/benchmarks.md,
+        "Outbox relay"), and the check and the routing see the same bindings.
+        """
+        return _bindings_read(channel, self.exchange_name, table)
 
     def _is_redis(self) -> bool:
         return self.connection.transport.driver_type == "redis"
@@ -411,12 +344,9 @@ class _Confirms:
 
 @contextlib.contextmanager
 def _bindings_read(channel, exchange: str, table):
-    """Have kombu route to ``exchange`` on ``table`` for a while.
-
-    kombu's virtual channel reads the bindings again for every message it
-    routes (on Redis, a round trip each); the batch routes on the one read its
-    check was made on, so the check and the routing agree.
-    """
+    """Have kombu route to ``exchange`` on ``table`` for a while (see
+    ``KombuPublisher._routing_on()``): an instance attribute over the channel's
+    ``get_table``, removed on the way out."""
     get_table = channel.get_table
 
     def read(name):
@@ -427,203 +357,3 @@ def _bindings_read(channel, exchange: str, table):
         yield
     finally:
         del channel.get_table  # the class's method again
-
-
-class CeleryTaskPublisher(BasePublisher):
-    """Send each event as a Celery task, named by ``tasks[event_type]``.
-
-    The task gets keyword arguments ``event_type``, ``aggregate_type``,
-    ``aggregate_id``, ``payload`` and ``headers`` (the message's headers, see
-    ``envelope()``); its task id is the outbox id. The task name, expiry and
-    queue are the publisher's alone: the event's headers are sent in their own
-    namespace, never beside Celery's.
-    An event type without a task is a failed attempt, never a silent drop;
-    so is a task name this process's Celery app does not know, which a worker
-    would discard ("Received unregistered task"). When the tasks live in
-    another codebase's workers, say so with ``remote_tasks=True``. On
-    RabbitMQ each task waits for the broker's ack, at most
-    ``confirm_timeout`` seconds.
-
-    Celery declares the queue it sends to (``queue``, else its default queue;
-    a name it does not know is created, unless ``task_create_missing_queues``
-    is off, and then the publish fails) and sends through the default
-    exchange, which puts the message straight into that queue: on Redis too,
-    no binding is needed and nothing is dropped. A ``task_routes`` entry that
-    names an exchange and routing key instead of a queue, or a broadcast
-    queue, gives that up: on Redis such a message can vanish unseen.
-    """
-
-    def __init__(
-        self,
-        *,
-        tasks: dict[str, str] | None = None,
-        queue: str | None = None,
-        broker_url: str | None = None,
-        app=None,
-        remote_tasks: bool = False,
-        confirm_timeout: float = 30,
-    ):
-        self.tasks = dict(tasks or {})
-        self.queue = queue
-        self.broker_url = broker_url
-        self.app = app
-        if not isinstance(remote_tasks, bool):
-            # A string such as "false" is truthy: it would switch the check off.
-            raise OutboxConfigurationError(
-                f"CeleryTaskPublisher remote_tasks must be True or False, "
-                f"not {remote_tasks!r}."
-            )
-        self.remote_tasks = remote_tasks
-        self.confirm_timeout = _confirm_timeout(confirm_timeout, "CeleryTaskPublisher")
-        # kombu's Connection, made by open().
-        self.connection: Any = None
-
-    def get_app(self) -> Celery:
-        # The app this process configured, not the lazy proxy to it.
-        return self.app or current_app._get_current_object()  # type: ignore[attr-defined]
-
-    def open(self):
-        app = self.get_app()
-        # On RabbitMQ, wait for the broker's ack of each task whatever the
-        # project's broker_transport_options say (Redis ignores the option).
-        self.connection = app.connection_for_write(
-            self.broker_url, transport_options={"confirm_publish": True}
-        )
-        self.producer = app.amqp.Producer(self.connection)
-
-    def close(self):
-        if self.connection is not None:
-            self.connection.release()
-        self.connection = None
-
-    def unregistered_tasks(self) -> list[str]:
-        """The task names in ``tasks`` no worker of this codebase would run."""
-        return [name for name in self.tasks.values() if not self._registered(name)]
-
-    def _registered(self, name: str) -> bool:
-        if self.remote_tasks:
-            return True
-        app = self.get_app()
-        if name not in app.tasks:
-            _import_task_modules(app)
-        return name in app.tasks
-
-    def task_for(self, event_type: str) -> str:
-        try:
-            name = self.tasks[event_type]
-        except KeyError:
-            raise OutboxConfigurationError(
-                f"No task for event type {event_type!r} in the "
-                "CeleryTaskPublisher's 'tasks'."
-            ) from None
-        if not self._registered(name):
-            raise OutboxConfigurationError(
-                f"Task {name!r} (for event type {event_type!r}) is not "
-                "registered in this Celery app: a worker would discard the "
-                "message. Correct the name, or pass remote_tasks=True if "
-                "another codebase's workers define it."
-            )
-        return name
-
-    def publish(self, message):
-        name = self.task_for(message.type)
-        payload, headers = envelope(message)
-        try:
-            # No retry loop here either: the relay's backoff is the policy.
-            self.connection.ensure_connection(
-                max_retries=1, interval_start=0, interval_step=0
-            )
-            self.get_app().send_task(
-                name,
-                kwargs={
-                    "event_type": message.type,
-                    "aggregate_type": message.aggregatetype,
-                    "aggregate_id": message.aggregateid,
-                    "payload": payload,
-                    "headers": headers,
-                },
-                task_id=str(message.id),
-                headers=headers,
-                queue=self.queue,
-                producer=self.producer,
-                retry=False,
-                confirm_timeout=self.confirm_timeout,
-            )
-        except Exception as exc:
-            raise PublishError(f"Broker refused {message.id}: {exc}") from exc
-
-
-# The Celery apps whose task modules this process has imported (see below).
-_imported: "weakref.WeakSet[Celery]" = weakref.WeakSet()
-
-
-def _import_task_modules(app) -> None:
-    """Import the task modules as a worker does at start (the app's
-    ``autodiscover_tasks`` packages, then ``imports``), once per process.
-
-    A worker has them all; a web process or a shell may have none yet.
-    Marked first: the import runs Django's system checks (Celery's Django
-    fix-up), which ask again and must not import again.
-    """
-    if app.loader.worker_initialized or app in _imported:
-        return
-    _imported.add(app)
-    app.loader.import_default_modules()
-
-
-@dataclass(frozen=True)
-class SentMessage:
-    id: str
-    type: str
-    aggregate_type: str
-    aggregate_id: str
-    payload: object
-    headers: dict
-    attempts: int
-
-
-class InMemoryPublisher(BasePublisher):
-    """Keep published messages in ``InMemoryPublisher.sent``, for tests (in the
-    spirit of ``django.core.mail.outbox``). ``InMemoryPublisher.reset()`` empties
-    it; setting ``InMemoryPublisher.failing = True`` makes every publish fail.
-
-    It marks events published that no consumer will ever see, so it refuses to
-    be made unless the settings say this is a test run:
-    ``allow_in_memory=True``. ``check --deploy`` names it (outbox.E010).
-    """
-
-    sent: list[SentMessage] = []
-    failing = False
-    _lock = threading.Lock()
-
-    def __init__(self, *, allow_in_memory: bool = False):
-        if allow_in_memory is not True:
-            raise OutboxConfigurationError(
-                "InMemoryPublisher keeps events in one process's memory, where "
-                "no consumer sees them, and reports them published. It is for "
-                "tests: in the test settings, set OUTBOX['PUBLISHER_OPTIONS'] = "
-                "{'allow_in_memory': True}."
-            )
-
-    @classmethod
-    def reset(cls):
-        with cls._lock:
-            cls.sent.clear()
-            cls.failing = False
-
-    def publish(self, message):
-        if self.failing:
-            raise PublishError(f"InMemoryPublisher.failing is set ({message.id}).")
-        payload, headers = envelope(message)
-        with self._lock:
-            self.sent.append(
-                SentMessage(
-                    id=str(message.id),
-                    type=message.type,
-                    aggregate_type=message.aggregatetype,
-                    aggregate_id=message.aggregateid,
-                    payload=payload,
-                    headers=headers,
-                    attempts=message.attempts,
-                )
-            )

@@ -1,0 +1,15 @@
+"""The header names on the wire between the outbox and the inbox.
+
+The outbox writes them and the inbox (or any consumer) reads them, and the
+two apps never import each other: the wire format is the contract, named once
+here.
+"""
+
+# The header every delivery carries its message id in; consumers dedupe on it.
+MESSAGE_ID_HEADER = "once-message-id"
+# The one header the event's own headers (``record(headers=...)``) travel in,
+# as a table. The names beside it belong to the transport: Celery reads
+# ``task``, ``expires``, ``eta``...; RabbitMQ routes on ``CC``/``BCC`` and a
+# headers exchange on any of them. Debezium's router sends the headers column
+# under the same name.
+EVENT_HEADERS = "once-headers"

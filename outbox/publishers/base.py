@@ -1,0 +1,64 @@
+"""The publisher extension point and the envelope every publisher sends."""
+
+from idempotency.shared.headers import EVENT_HEADERS, MESSAGE_ID_HEADER
+from idempotency.shared.settings import InvalidSetting, duration
+
+from ..exceptions import OutboxConfigurationError
+
+
+class BasePublisher:
+    """Extension point: subclass it and implement ``publish()``."""
+
+    def open(self) -> None:
+        """Acquire what publishing needs (a connection); called once per drain."""
+
+    def close(self) -> None:
+        """Release what ``open()`` acquired."""
+
+    def publish(self, message) -> None:
+        """Hand over one ``OutboxMessage``; raise when the broker did not take it."""
+        raise NotImplementedError(".publish() must be overridden.")
+
+    def publish_many(self, messages) -> dict:
+        """Hand over several messages; return ``{message id: exception}`` for
+        each the broker did not take. Every other one is held by the broker."""
+        refused = {}
+        for message in messages:
+            try:
+                self.publish(message)
+            except Exception as exc:  # any failure is that message's failed attempt
+                refused[message.id] = exc
+        return refused
+
+    def __enter__(self):
+        self.open()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
+def envelope(message) -> tuple[object, dict]:
+    """The body and headers every publisher sends, shaped like Debezium's router:
+    the payload as the body, the event type and ids as headers, and the event's
+    own headers in a namespace of their own, so none can steer the transport."""
+    headers = {
+        "id": str(message.id),
+        "type": message.type,
+        "aggregatetype": message.aggregatetype,
+        "aggregateid": message.aggregateid,
+        MESSAGE_ID_HEADER: str(message.id),
+        EVENT_HEADERS: dict(message.headers),
+    }
+    return message.payload, headers
+
+
+def confirm_timeout_seconds(value, publisher: str) -> float:
+    """Seconds to wait for the broker's confirms, refused here, in the running
+    relay: 0 or NaN would fail or hang every batch instead of waiting."""
+    try:
+        return duration(value).total_seconds()
+    except InvalidSetting as exc:
+        raise OutboxConfigurationError(
+            f"{publisher} confirm_timeout {exc} {exc.hint}".strip()
+        ) from None

@@ -1,0 +1,136 @@
+"""A publisher that sends each event as a Celery task."""
+
+from typing import Any
+
+from celery import Celery, current_app
+
+from idempotency.shared.workers import import_task_modules
+
+from ..exceptions import OutboxConfigurationError, PublishError
+from .base import BasePublisher, confirm_timeout_seconds, envelope
+
+
+class CeleryTaskPublisher(BasePublisher):
+    """Send each event as a Celery task, named by ``tasks[event_type]``.
+
+    The task gets keyword arguments ``event_type``, ``aggregate_type``,
+    ``aggregate_id``, ``payload`` and ``headers`` (the message's headers, see
+    ``envelope()``); its task id is the outbox id. The task name, expiry and
+    queue are the publisher's alone: the event's headers are sent in their own
+    namespace, never beside Celery's.
+    An event type without a task is a failed attempt, never a silent drop;
+    so is a task name this process's Celery app does not know, which a worker
+    would discard ("Received unregistered task"). When the tasks live in
+    another codebase's workers, say so with ``remote_tasks=True``. On
+    RabbitMQ each task waits for the broker's ack, at most
+    ``confirm_timeout`` seconds.
+
+    Celery declares the queue it sends to (``queue``, else its default queue;
+    a name it does not know is created, unless ``task_create_missing_queues``
+    is off, and then the publish fails) and sends through the default
+    exchange, which puts the message straight into that queue: on Redis too,
+    no binding is needed and nothing is dropped. A ``task_routes`` entry that
+    names an exchange and routing key instead of a queue, or a broadcast
+    queue, gives that up: on Redis such a message can vanish unseen.
+    """
+
+    def __init__(
+        self,
+        *,
+        tasks: dict[str, str] | None = None,
+        queue: str | None = None,
+        broker_url: str | None = None,
+        app=None,
+        remote_tasks: bool = False,
+        confirm_timeout: float = 30,
+    ):
+        self.tasks = dict(tasks or {})
+        self.queue = queue
+        self.broker_url = broker_url
+        self.app = app
+        if not isinstance(remote_tasks, bool):
+            # A string such as "false" is truthy: it would switch the check off.
+            raise OutboxConfigurationError(
+                f"CeleryTaskPublisher remote_tasks must be True or False, "
+                f"not {remote_tasks!r}."
+            )
+        self.remote_tasks = remote_tasks
+        self.confirm_timeout = confirm_timeout_seconds(
+            confirm_timeout, "CeleryTaskPublisher"
+        )
+        # kombu's Connection, made by open().
+        self.connection: Any = None
+
+    def get_app(self) -> Celery:
+        # The app this process configured, not the lazy proxy to it.
+        return self.app or current_app._get_current_object()  # type: ignore[attr-defined]
+
+    def open(self):
+        app = self.get_app()
+        # On RabbitMQ, wait for the broker's ack of each task whatever the
+        # project's broker_transport_options say (Redis ignores the option).
+        self.connection = app.connection_for_write(
+            self.broker_url, transport_options={"confirm_publish": True}
+        )
+        self.producer = app.amqp.Producer(self.connection)
+
+    def close(self):
+        if self.connection is not None:
+            self.connection.release()
+        self.connection = None
+
+    def unregistered_tasks(self) -> list[str]:
+        """The task names in ``tasks`` no worker of this codebase would run."""
+        return [name for name in self.tasks.values() if not self._registered(name)]
+
+    def _registered(self, name: str) -> bool:
+        if self.remote_tasks:
+            return True
+        app = self.get_app()
+        if name not in app.tasks:
+            import_task_modules(app)
+        return name in app.tasks
+
+    def task_for(self, event_type: str) -> str:
+        try:
+            name = self.tasks[event_type]
+        except KeyError:
+            raise OutboxConfigurationError(
+                f"No task for event type {event_type!r} in the "
+                "CeleryTaskPublisher's 'tasks'."
+            ) from None
+        if not self._registered(name):
+            raise OutboxConfigurationError(
+                f"Task {name!r} (for event type {event_type!r}) is not "
+                "registered in this Celery app: a worker would discard the "
+                "message. Correct the name, or pass remote_tasks=True if "
+                "another codebase's workers define it."
+            )
+        return name
+
+    def publish(self, message):
+        name = self.task_for(message.type)
+        payload, headers = envelope(message)
+        try:
+            # No retry loop here either: the relay's backoff is the policy.
+            self.connection.ensure_connection(
+                max_retries=1, interval_start=0, interval_step=0
+            )
+            self.get_app().send_task(
+                name,
+                kwargs={
+                    "event_type": message.type,
+                    "aggregate_type": message.aggregatetype,
+                    "aggregate_id": message.aggregateid,
+                    "payload": payload,
+                    "headers": headers,
+                },
+                task_id=str(message.id),
+                headers=headers,
+                queue=self.queue,
+                producer=self.producer,
+                retry=False,
+                confirm_timeout=self.confirm_timeout,
+            )
+        except Exception as exc:
+            raise PublishError(f"Broker refused {message.id}: {exc}") from exc
