@@ -24,18 +24,17 @@ from urllib.parse import urlsplit
 
 import psycopg
 
+from tests.servers import ADOPTER_REDIS_URL, DATABASE_URL
+
 ROOT = Path(__file__).resolve().parents[2]
 # The pages whose marked blocks make the project (the quickstart and the app
 # pages), and the README, which shows some of the same blocks again.
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 
-# Redis database 15 is this test's own on the shared server; each run also
+# The adopter tests' own Redis database (tests/servers.py); each run also
 # prefixes its keys, so two runs at once never consume each other's tasks.
-REDIS_URL = "redis://127.0.0.1:6379/15"
-SERVER_URL = os.environ.get(
-    "TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
-)
+REDIS_URL = ADOPTER_REDIS_URL
 
 PROJECT = "mysite"
 APP = "orders"
@@ -228,7 +227,7 @@ class Database:
 
     def __init__(self):
         self.name = f"adopter_{uuid.uuid4().hex[:12]}"
-        url = urlsplit(SERVER_URL)
+        url = urlsplit(DATABASE_URL)
         self.params = {
             "host": url.hostname or "127.0.0.1",
             "port": url.port or 5432,
@@ -280,7 +279,7 @@ class Database:
 
 
 def delete_redis_keys(prefix: str):
-    """Delete what this run left in Redis database 15 (its prefixed keys)."""
+    """Delete what this run left in its Redis database (its prefixed keys)."""
     import redis
 
     client = redis.Redis.from_url(REDIS_URL)

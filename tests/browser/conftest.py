@@ -1,6 +1,6 @@
 import pytest
 
-from project.celery import app as celery_app
+from tests.celery import app as celery_app
 from webhooks import handlers
 
 

@@ -1,4 +1,4 @@
-"""Fault injection for the server processes the fault tests start (never the demo)."""
+"""Fault injection for the server processes the fault tests start (tests only)."""
 
 import os
 import signal

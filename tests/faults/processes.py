@@ -18,9 +18,11 @@ from pathlib import Path
 
 from django.db import connection
 
+from tests.servers import FAULTS_REDIS_URL
+
 ROOT = Path(__file__).resolve().parents[2]
-# The shared Redis on this machine; database 13 is the fault tests' own.
-REDIS_URL = "redis://127.0.0.1:6379/13"
+# The fault tests' own database on the shared Redis.
+REDIS_URL = FAULTS_REDIS_URL
 
 
 def free_port() -> int:
@@ -189,7 +191,7 @@ def celery_worker(
 
 def send_task(name, *, queue, args=(), kwargs=None, broker_url=REDIS_URL, **options):
     """Send task ``name`` to ``queue`` on the fault tests' broker."""
-    from project.celery import app
+    from tests.celery import app
 
     with app.connection_for_write(broker_url) as conn:
         producer = app.amqp.Producer(conn)

@@ -9,7 +9,7 @@ from django.db.models import Sum
 from inbox.models import InboxMessage
 from outbox import relay
 from outbox.publishers import CeleryTaskPublisher
-from project.shop.models import Order, Stock
+from tests.testapp.models import Order, Stock
 
 from .processes import REDIS_URL, celery_worker, wait_until
 
@@ -28,7 +28,7 @@ def place_orders(api):
 
 def relay_to(queue):
     publisher = CeleryTaskPublisher(
-        tasks={"order.created": "shop.reserve_stock"},
+        tasks={"order.created": "testapp.reserve_stock"},
         queue=queue,
         broker_url=REDIS_URL,
     )
@@ -39,7 +39,7 @@ def relay_to(queue):
     ("kill_after", "duplicates"),
     [
         # The stock UPDATE ran after the inbox insert; the commit never came.
-        pytest.param('UPDATE "shop_stock"', 0, id="before-commit"),
+        pytest.param('UPDATE "testapp_stock"', 0, id="before-commit"),
         # Committed, then died before the ack: the redelivery is a duplicate.
         pytest.param("commit", 1, id="after-commit-before-ack"),
     ],
@@ -56,7 +56,7 @@ def test_a_consumer_killed_mid_task_is_redelivered_and_applied_once(
     with celery_worker(
         queue,
         pool="prefork",
-        FAULTS_KILL_TASK="shop.reserve_stock",
+        FAULTS_KILL_TASK="testapp.reserve_stock",
         FAULTS_KILL_AFTER=kill_after,
         FAULTS_KILL_ONCE=str(marker),
     ) as worker:

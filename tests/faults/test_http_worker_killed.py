@@ -6,8 +6,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from project.shop.models import Order
 from tests.conftest import basic_auth
+from tests.testapp.models import Order
 
 from .processes import gunicorn
 

@@ -14,6 +14,7 @@ from idempotency.shared.settings import as_timedelta
 from outbox import relay
 from outbox.models import OutboxMessage
 from outbox.publishers import KombuPublisher
+from tests.servers import AMQP_URL
 
 from .backlog import published_ids, record_events
 from .processes import REDIS_URL, ROOT, child_env
@@ -21,7 +22,6 @@ from .processes import REDIS_URL, ROOT, child_env
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
 State = OutboxMessage.State
-AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
 COUNT = 12
 BATCH = 5
 

@@ -1,4 +1,4 @@
-"""The Celery app of the workers the fault tests start: the demo's app, plus a
+"""The Celery app of the workers the fault tests start: the suite's app, plus a
 switch that SIGKILLs the worker's own process at a chosen point of a task.
 
 The test arms it through the worker's environment:
@@ -16,7 +16,7 @@ import signal
 
 from celery import signals
 
-from project.celery import app
+from tests.celery import app
 from webhooks.handlers import on
 
 __all__ = ["app"]

@@ -150,7 +150,7 @@ def test_two_users_with_the_same_key_and_payload_get_their_own_results(make_user
     for name, answer in zip(names, answers, strict=True):
         if answer.status_code == 201:
             by_user[name].add(answer.json()["id"])
-    from project.shop.models import Order
+    from tests.testapp.models import Order
 
     assert Order.objects.filter(owner=alice).count() == 1
     assert Order.objects.filter(owner=bob).count() == 1

@@ -339,7 +339,7 @@ def test_resource_pointer_is_recorded(api):
 
     record = IdempotencyRecord.objects.get()
     assert (record.resource_type, record.resource_id) == (
-        "shop.order",
+        "testapp.order",
         str(response.json()["id"]),
     )
 

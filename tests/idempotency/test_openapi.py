@@ -82,7 +82,7 @@ def assert_undocumented(operation):
 @pytest.mark.parametrize(
     "url",
     [
-        "/api/orders/",  # the demo: a viewset with the mixin
+        "/api/orders/",  # a viewset with the mixin, and an outbox event
         "/t/widgets/",  # ModelViewSet with the mixin
         "/t/charge/",  # APIView with the mixin, lease mode
         "/t/method/",  # @idempotent on an APIView method
@@ -309,12 +309,12 @@ sys.modules["drf_spectacular"] = None  # as if it were not installed
 import django
 from django.conf import settings
 
-from project import settings as demo
+from tests import settings as suite
 
 settings.configure(
-    INSTALLED_APPS=[app for app in demo.INSTALLED_APPS if app != "drf_spectacular"],
-    MIDDLEWARE=demo.MIDDLEWARE,
-    TEMPLATES=demo.TEMPLATES,
+    INSTALLED_APPS=[app for app in suite.INSTALLED_APPS if app != "drf_spectacular"],
+    MIDDLEWARE=suite.MIDDLEWARE,
+    TEMPLATES=suite.TEMPLATES,
     REST_FRAMEWORK={},
     DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
     ROOT_URLCONF="idempotency.console.urls",

@@ -15,8 +15,7 @@ from django.test import Client
 from idempotency.checks import check_settings
 from idempotency.models import IdempotencyRecord
 from outbox.models import OutboxMessage
-from project.shop.models import Order
-from tests.testapp.models import Widget
+from tests.testapp.models import Order, Widget
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,11 +15,10 @@ from inbox.api import consumer, message_id_from, receive
 from inbox.exceptions import MessageIdInvalid, MessageIdMissing
 from inbox.models import InboxMessage
 from tests.conftest import run_concurrently
+from tests.servers import AMQP_URL
 from tests.testapp.models import Widget
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
 
 
 class Boom(Exception):

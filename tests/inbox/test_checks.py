@@ -6,6 +6,7 @@ import pytest
 from django.test.utils import override_settings
 
 from inbox import checks
+from tests.servers import AMQP_URL, INBOX_REDIS_URL
 
 
 def ids(messages):
@@ -54,7 +55,7 @@ def test_a_short_retention_is_accepted_with_a_horizon_to_match():
 
 
 def test_e004_counts_the_broker_visibility_timeout():
-    from project.celery import app
+    from tests.celery import app
 
     saved = app.conf.broker_transport_options
     app.conf.broker_transport_options = {"visibility_timeout": 60 * 24 * 3600}
@@ -66,7 +67,7 @@ def test_e004_counts_the_broker_visibility_timeout():
 
 @override_settings(INBOX={"RETENTION": timedelta(days=40)})
 def test_e004_names_the_visibility_timeout_when_it_is_the_bound():
-    from project.celery import app
+    from tests.celery import app
 
     saved = app.conf.broker_transport_options
     app.conf.broker_transport_options = {"visibility_timeout": 60 * 24 * 3600}
@@ -121,11 +122,11 @@ def test_e004_counts_the_retries_times_their_backoff_cap():
 
 @pytest.mark.parametrize(
     ("broker", "timeout"),
-    [("redis://127.0.0.1:6379/9", 3600), ("amqp://guest:guest@127.0.0.1:5672//", 0)],
+    [(INBOX_REDIS_URL, 3600), (AMQP_URL, 0)],
 )
 def test_an_unset_visibility_timeout_is_the_transports_default(broker, timeout):
     from inbox.conf import visibility_timeout
-    from project.celery import app
+    from tests.celery import app
 
     saved = app.conf.broker_url, app.conf.broker_transport_options
     app.conf.broker_url, app.conf.broker_transport_options = broker, {}
@@ -138,7 +139,7 @@ def test_an_unset_visibility_timeout_is_the_transports_default(broker, timeout):
 @pytest.fixture
 def consumer_tasks():
     """Celery tasks the test declares, unregistered afterwards."""
-    from project.celery import app
+    from tests.celery import app
 
     before = set(app.tasks)
     yield
@@ -178,5 +179,5 @@ def test_e006_a_consumer_task_without_the_inbox_wiring(consumer_tasks):
     assert errors[1].msg.endswith("without acks_on_failure_or_timeout=False.")
 
 
-def test_the_demo_consumer_task_is_wired():
+def test_the_installed_consumer_tasks_are_wired():
     assert checks.check_consumer_tasks() == []

@@ -8,14 +8,14 @@ import redis
 
 from inbox import ops
 from inbox.models import InboxMessage
-from project.celery import app
+from tests.celery import app
 from tests.faults.processes import celery_worker, send_task, wait_until
+from tests.servers import INBOX_REDIS_URL
 from tests.testapp.models import Widget
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
-# The inbox tests' own Redis database.
-REDIS_URL = "redis://127.0.0.1:6379/9"
+REDIS_URL = INBOX_REDIS_URL
 TASK = "inbox_tests.flaky"
 
 

@@ -1,8 +1,8 @@
-"""The Celery app of the inbox's worker tests: the demo's, plus the consumers
+"""The Celery app of the inbox's worker tests: the suite's, plus the consumers
 of ``tests.inbox.consumers`` (imported at worker start, after Django's setup,
 as a worker imports task modules)."""
 
-from project.celery import app
+from tests.celery import app
 
 __all__ = ["app"]
 

@@ -1,9 +1,11 @@
 import pytest
 
 from outbox.publishers import InMemoryPublisher
+from tests.servers import AMQP_URL
+from tests.servers import OUTBOX_REDIS_URL as REDIS_URL
 
-REDIS_URL = "redis://127.0.0.1:6379/11"
-AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
+__all__ = ["AMQP_URL", "REDIS_URL"]
+
 # Nothing listens here: a broker that is down.
 DEAD_REDIS_URL = "redis://127.0.0.1:1/11"
 # The test double as OUTBOX settings name it, allowed as the test settings do.
@@ -24,7 +26,7 @@ def sent():
 @pytest.fixture
 def eager_celery():
     """Run sent tasks (the relay's kick) in the sending thread."""
-    from project.celery import app
+    from tests.celery import app
 
     app.conf.task_always_eager = True
     yield app

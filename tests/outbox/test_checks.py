@@ -5,6 +5,7 @@ from django.test.utils import override_settings
 from kombu import Queue
 
 from outbox import checks
+from tests.servers import AMQP_URL
 
 
 def ids(messages):
@@ -103,7 +104,7 @@ def test_a_list_instead_of_a_dict_is_reported_not_a_crash():
 
 def test_e005_rabbitmq_without_publisher_confirms_is_refused():
     publisher = "outbox.publishers.KombuPublisher"
-    options = {"url": "amqp://guest:guest@127.0.0.1:5672//", "confirm_publish": False}
+    options = {"url": AMQP_URL, "confirm_publish": False}
     with override_settings(
         OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}
     ):
@@ -118,7 +119,7 @@ def test_e009_a_task_name_no_worker_of_this_app_runs():
         [error] = checks.check_publisher()
         assert error.id == "outbox.E009"
         assert "shop.reserve_stok" in error.msg
-    known = {"tasks": {"order.created": "shop.reserve_stock"}}
+    known = {"tasks": {"order.created": "testapp.reserve_stock"}}
     remote = {**typo, "remote_tasks": True}
     for options in (known, remote):
         with override_settings(
@@ -148,7 +149,7 @@ def test_w002_a_kombu_publisher_without_a_destination_queue(options, expected):
 
 
 def test_e006_debezium_and_the_celery_relay_on_one_table():
-    from project.celery import app
+    from tests.celery import app
 
     saved = app.conf.beat_schedule
     try:
@@ -164,7 +165,7 @@ def test_e006_debezium_and_the_celery_relay_on_one_table():
 
 
 def test_w003_kicking_the_relay_without_a_celery_broker():
-    from project.celery import app
+    from tests.celery import app
 
     saved = app.conf.broker_url
     try:

@@ -17,16 +17,13 @@ from outbox import relay
 from outbox.api import record
 from outbox.models import OutboxMessage
 from outbox.publishers import CeleryTaskPublisher
-from project.shop.models import Order, Stock
+from tests.servers import OUTBOX_HEADERS_REDIS_URL as HEADERS_REDIS_URL
+from tests.testapp.models import Order, Stock
 
 from .conftest import REDIS_URL
 
 ROOT = Path(__file__).resolve().parents[2]
 ORDERS = [("BOOK-1", 1), ("BOOK-1", 2), ("MUG-2", 3), ("BOOK-1", 4), ("MUG-2", 5)]
-
-
-# The Redis database of the hostile-headers test's broker.
-HEADERS_REDIS_URL = "redis://127.0.0.1:6379/6"
 
 
 @contextmanager
@@ -39,7 +36,7 @@ def celery_worker(broker_url):
         "ONCE_WORKER_DATABASE": connection.settings_dict["NAME"],
         "CELERY_BROKER_URL": broker_url,
     }
-    command = [sys.executable, "-m", "celery", "-A", "project", "worker"]
+    command = [sys.executable, "-m", "celery", "-A", "tests.celery", "worker"]
     options = ["-P", "solo", "-Q", queue, "-l", "warning", "--without-gossip"]
     worker = subprocess.Popen(
         [*command, *options, "--without-mingle", "--without-heartbeat"],
@@ -81,7 +78,7 @@ def test_each_order_reserves_stock_exactly_once(api, clock, worker_queue):
     assert OutboxMessage.objects.count() == len(ORDERS)
 
     publisher = CeleryTaskPublisher(
-        tasks={"order.created": "shop.reserve_stock"},
+        tasks={"order.created": "testapp.reserve_stock"},
         queue=worker_queue,
         broker_url=REDIS_URL,
     )
@@ -136,14 +133,14 @@ def test_event_headers_cannot_expire_or_reroute_the_task():
 
     with celery_worker(HEADERS_REDIS_URL) as queue:
         publisher = CeleryTaskPublisher(
-            tasks={"order.created": "shop.reserve_stock"},
+            tasks={"order.created": "testapp.reserve_stock"},
             queue=queue,
             broker_url=HEADERS_REDIS_URL,
         )
         assert relay.drain(publisher=publisher).published == len(hostile)
         wait_for(
             lambda: InboxMessage.objects.count() == len(hostile),
-            "the worker did not run shop.reserve_stock for every event",
+            "the worker did not run testapp.reserve_stock for every event",
         )
 
     # The consumer found each event's message id; each reserved its stock once.

@@ -1,7 +1,12 @@
+from django.contrib import admin
 from django.urls import include, path
-from rest_framework.routers import SimpleRouter
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.routers import DefaultRouter, SimpleRouter
 
-from . import views
+from . import orders, views
+
+api = DefaultRouter()
+api.register("orders", orders.OrderViewSet, basename="order")
 
 router = SimpleRouter()
 router.register("widgets", views.WidgetViewSet, basename="widget")
@@ -14,7 +19,12 @@ router.register("optional", views.OptionalKeyWidgetViewSet, basename="optional")
 router.register("async-create", views.AsyncCreateViewSet, basename="async-create")
 
 urlpatterns = [
-    path("", include("project.urls")),
+    path("admin/ops/", include("idempotency.console.urls")),
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/", include(api.urls)),
+    path("webhooks/", include("webhooks.urls")),
+    path("problems/", include("idempotency.urls")),
     path("t/", include(router.urls)),
     path("t/charge/", views.ChargeView.as_view()),
     path("t/upload/", views.UploadView.as_view()),

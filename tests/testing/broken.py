@@ -12,9 +12,8 @@ from rest_framework.views import APIView
 
 from idempotency.mixins import IdempotencyMixin
 from inbox.api import receive
-from project.shop.models import Order
 from tests.testapp.downstream import provider
-from tests.testapp.models import Widget
+from tests.testapp.models import Order, Widget
 from webhooks.handlers import on
 
 

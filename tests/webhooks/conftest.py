@@ -1,6 +1,6 @@
 import pytest
 
-from project.celery import app as celery_app
+from tests.celery import app as celery_app
 from tests.webhooks import signing
 from webhooks import handlers
 
@@ -30,7 +30,7 @@ def webhook_sources(settings):
 @pytest.fixture(autouse=True)
 def handler_registry():
     """Let tests register handlers without leaking them into other tests."""
-    handlers.handlers_for("", "")  # discover the demo's handlers once, up front
+    handlers.handlers_for("", "")  # discover the apps' handlers once, up front
     saved = {key: list(value) for key, value in handlers._registry.items()}
     yield handlers
     handlers._registry.clear()

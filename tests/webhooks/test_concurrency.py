@@ -158,7 +158,7 @@ def test_a_real_worker_processes_a_delivery(runs, eager_celery):
     }
     saved = {key: app.conf[key] for key in memory}
     app.conf.update(memory)
-    _drop_connections(app)  # made for the demo's broker, if any
+    _drop_connections(app)  # made for the settings' broker, if any
     try:
         with start_worker(app, pool="solo", perform_ping_check=False):
             assert deliver() == 202

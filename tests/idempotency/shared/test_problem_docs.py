@@ -50,7 +50,7 @@ def test_paragraphs_escape_html_and_mark_code():
 
 def test_w001_when_nothing_serves_the_problem_pages():
     assert check_problem_docs() == []
-    with override_settings(ROOT_URLCONF="project.shop.urls"):
+    with override_settings(ROOT_URLCONF="idempotency.console.urls"):
         [warning] = check_problem_docs()
     assert warning.id == "idempotency.W001"
     assert 'include("idempotency.urls")' in warning.hint

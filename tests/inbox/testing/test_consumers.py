@@ -6,9 +6,8 @@ from idempotency.shared.testing.guarantees import CannotCheck
 from inbox.api import consumer
 from inbox.testing import consumers
 from inbox.testing.consumers import Consumer
-from project.shop.models import Stock
-from project.shop.tasks import reserve_stock
-from tests.testapp.models import Widget
+from tests.testapp.models import Stock, Widget
+from tests.testapp.tasks import reserve_stock
 from tests.testing import broken
 from tests.testing.helpers import broken_message, new_widget, widget_count
 
@@ -40,7 +39,7 @@ def test_every_case_holds_for_a_consumer_under_the_inbox(check):
 
 
 @pytest.mark.parametrize("check", consumers.CONSUMER_CHECKS, **BY_NAME)
-def test_every_case_holds_for_the_demo_celery_task(check):
+def test_every_case_holds_for_a_celery_consumer_task(check):
     payload = {"order": 1, "sku": "BOOK-1", "quantity": 2}
     check(Consumer(reserve_stock, "order.created", payload, reserved))
 

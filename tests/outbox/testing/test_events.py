@@ -1,4 +1,4 @@
-"""capture_events() and check_published_twice() on the demo's order events."""
+"""capture_events() and check_published_twice() on the test app's order events."""
 
 from contextlib import suppress
 
@@ -8,8 +8,8 @@ from django.db import transaction
 from idempotency.shared.testing.guarantees import CannotCheck
 from outbox.api import record
 from outbox.testing.events import capture_events, check_published_twice
-from project.shop.models import Stock
-from project.shop.tasks import reserve_stock
+from tests.testapp.models import Stock
+from tests.testapp.tasks import reserve_stock
 from tests.testing import broken
 from tests.testing.helpers import broken_message, widget_count
 
@@ -21,7 +21,7 @@ def reserved():
     return sum(Stock.objects.values_list("reserved", flat=True))
 
 
-def test_the_demo_orders_event_published_twice_reserves_stock_once(api):
+def test_an_orders_event_published_twice_reserves_stock_once(api):
     with capture_events() as events:
         assert api.post("/api/orders/", ORDER, key="k").status_code == 201
         api.post("/api/orders/", ORDER, key="k")  # a replay records nothing

@@ -7,8 +7,7 @@ import uuid
 import pytest
 from django.core import mail
 
-from project.shop.models import Order
-from tests.testapp.models import Widget
+from tests.testapp.models import Order, Widget
 from tests.testing import broken
 from tests.testing.helpers import broken_message, widget_count
 from webhooks import handlers

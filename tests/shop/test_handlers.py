@@ -9,6 +9,14 @@ from django.test import Client
 
 from project.shop.models import Order
 from tests.webhooks import signing
+
+# The webhook tests' sources (their secrets sign these deliveries), handler
+# registry and eager Celery.
+from tests.webhooks.conftest import (  # noqa: F401
+    eager_celery,
+    handler_registry,
+    webhook_sources,
+)
 from webhooks.handlers import handlers_for
 from webhooks.models import WebhookReceipt
 from webhooks.testing.suites import WebhookSuite
