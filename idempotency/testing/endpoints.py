@@ -9,10 +9,11 @@ guarantee and showing the evidence when the view does not keep it.
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pkgutil import resolve_name
 from typing import Any
 from unittest import mock
@@ -20,11 +21,14 @@ from unittest import mock
 import pytest
 from django.conf import settings
 from django.db import connection, router
+from django.db.models.signals import post_save
 
 from ..conf import idempotency_settings
 from ..models import IdempotencyRecord
+from ..querysets import IdempotencyRecordQuerySet
 from ..shared.testing.clock import controlled_clock
 from ..shared.testing.crashes import (
+    InjectedFailure,
     SimulatedCrash,
     failing_after_first_write,
     require_committed_transactions,
@@ -39,6 +43,7 @@ RACE_PAUSE = 0.02
 # How long the derived-key probe's duplicate waits for the lease holder.
 SHORT_WAIT = 0.05
 REPLAYED = "Idempotent-Replayed"
+_POST_SAVE_UID = "django-once-proof-kit-failure"
 
 
 @dataclass
@@ -46,7 +51,8 @@ class Endpoint:
     """A keyed endpoint as the checks drive it.
 
     ``payload`` is a JSON-able body, or a function returning one (called for
-    each new intent, so each can use fresh values). ``effects()`` returns a
+    each new intent, so each can use fresh values); so are
+    ``invalid_payload`` and ``changed_payload``. ``effects()`` returns a
     number that grows with the view's business effect (``Order.objects.count``;
     None counts as 0).
     ``client(name)`` returns a test client acting as the principal ``name``;
@@ -64,6 +70,10 @@ class Endpoint:
     invalid_payload: Any = None
     # The body sent with a used key; by default the payload plus a field.
     changed_payload: Any = None
+    # The payload fields the view leaves out of its fingerprint on purpose
+    # (its exclude_fields, dotted for nested ones): the kit changes every
+    # other field in turn under a used key.
+    exclude_fields: Collection[str] = ()
     # A context manager under which the view fails; by default the kit makes
     # the view raise right after its first write.
     fail: Callable[[], AbstractContextManager] | None = None
@@ -109,8 +119,12 @@ class _Case:
 
     def new_payload(self):
         """The body of a new intent (the same one unless payload is a function)."""
-        payload = self.endpoint.payload
-        return payload() if callable(payload) else payload
+        return self.body(self.endpoint.payload)
+
+    @staticmethod
+    def body(value):
+        """A body as given, or what the function given returns."""
+        return value() if callable(value) else value
 
     def client(self, name: str = "alice"):
         factory = self.endpoint.client or default_client
@@ -142,6 +156,7 @@ class _Case:
                 self.name,
                 f"{what} answered {g.answer(response)}; give a payload and a "
                 "client the view accepts.",
+                precondition=f"{what} to succeed",
             )
 
     def first(self, client, key: str, payload=None):
@@ -156,6 +171,7 @@ class _Case:
                 self.name,
                 f"effects() stayed {before} after the view answered "
                 f"{g.answer(response)}; it must count the view's business effect.",
+                precondition="effects() to grow when the view runs",
             )
         return response, before, after
 
@@ -268,7 +284,7 @@ def check_payload_mismatch(endpoint: Endpoint) -> None:
     __tracebackhide__ = True
     case = _Case(endpoint, "payload-mismatch")
     client, key = case.client(), case.key()
-    changed = endpoint.changed_payload
+    changed = case.body(endpoint.changed_payload)
     if changed is None:
         if not isinstance(case.payload, dict):
             pytest.skip("set changed_payload: the payload is not a JSON object")
@@ -291,57 +307,173 @@ def check_payload_mismatch(endpoint: Endpoint) -> None:
         )
 
 
+def check_each_field_fingerprinted(endpoint: Endpoint) -> None:
+    """The same key comes back with one payload field changed, for each field
+    in turn (nested ones too): 422 every time, and nothing runs. Fields in
+    ``exclude_fields`` are left alone."""
+    __tracebackhide__ = True
+    case = _Case(endpoint, "each-field")
+    if not isinstance(case.payload, dict) or not case.payload:
+        pytest.skip(
+            "the payload has no fields to change (not a JSON object); "
+            "changed_payload covers it in the payload-mismatch case"
+        )
+    changes = list(_field_changes(case.payload, endpoint.exclude_fields))
+    if not changes:
+        pytest.skip("exclude_fields names every field of the payload")
+    client, key = case.client(), case.key()
+    _, before, ran_once = case.first(client, key)
+    if _record(key) is None:
+        raise g.broken(g.FINGERPRINT, endpoint.describe(key), g.NOTHING_STORED)
+    problems = []
+    for change in changes:
+        reused = case.send(client, key, change.payload)
+        if reused.status_code != 422:
+            problems.append(
+                f"{change.describe()}: the reused key answered "
+                f"{g.answer(reused)}, not 422"
+            )
+    after = case.effects()
+    if after != ran_once:
+        problems.append(
+            f"the view ran for a changed payload: {g.change(before, after, ran_once)}"
+        )
+    if problems:
+        raise g.broken(
+            g.FINGERPRINT,
+            endpoint.describe(key),
+            f"first payload: {g.shown(case.payload)}",
+            *problems,
+            "a field the fingerprint leaves out lets another request replay "
+            "this one's answer; if leaving it out is deliberate, name it in "
+            "exclude_fields",
+        )
+
+
 def check_failed_attempt(endpoint: Endpoint) -> None:
     """The view fails after its first write (an exception or a 5xx): nothing
-    may remain of it, and the retry with the same key must run."""
+    may remain of it, and the retry with the same key must run. A view that
+    catches the failure and answers a success breaks the guarantee that a
+    failure is never stored as one.
+
+    With ``fail()``, the view fails under it. Without, the kit fails it twice:
+    inside the ORM right after its first write statement (Django then refuses
+    every further query of the transaction), and as its first model save
+    completes (``post_save``), where the view's own code gets the exception,
+    as from the step after its write.
+    """
     __tracebackhide__ = True
     case = _Case(endpoint, "failed-attempt")
+    injections: list[Callable[[], AbstractContextManager[_Failure]]]
+    if endpoint.fail is not None:
+        injections = [partial(_failing_under, endpoint.fail)]
+    else:
+        injections = [_failing_after_first_write, _failing_as_first_save_completes]
+    failed_somewhere = False
+    for failing in injections:
+        attempt = _failed_attempt(case, failing())
+        if attempt.failure.where is not None:
+            failed_somewhere = True
+            attempt.judge(g.FAILED_ATTEMPT)
+    if not failed_somewhere:
+        pytest.skip(
+            "the view wrote nothing for the kit to fail after; give the "
+            "endpoint a fail() context manager"
+        )
+
+
+def check_failure_at_completion(endpoint: Endpoint) -> None:
+    """The view runs to its end and answers; then the kit fails the completion
+    (the statement storing its answer, before the commit). Nothing the view
+    did may remain, the client gets no success, and the retry runs."""
+    __tracebackhide__ = True
+    case = _Case(endpoint, "failure-at-completion")
+    attempt = _failed_attempt(case, _failing_at_completion())
+    if attempt.failure.where is None:
+        raise g.broken(
+            g.FAILURE_NOT_STORED_AS_SUCCESS,
+            endpoint.describe(attempt.key),
+            f"the attempt {attempt.outcome}, and the kit found no answer being "
+            "stored to fail",
+            g.NOTHING_STORED,
+        )
+    attempt.judge(g.FAILURE_NOT_STORED_AS_SUCCESS)
+
+
+@dataclass
+class _FailedAttempt:
+    """A request made to fail, and what the checks read around it."""
+
+    case: _Case
+    client: Any
+    key: str
+    failure: "_Failure"
+    # One request's effect, and the readings before and after the failure.
+    delta: Any
+    before: Any
+    failed: Any = None
+    answered: Any = None  # the response, None when the request raised
+    outcome: str = ""
+
+    def judge(self, guarantee: str) -> None:
+        """Retry, and raise ``GuaranteeBroken`` when the evidence shows an
+        effect left or a retry that did not run (``guarantee``), or a success
+        answered to the failure (always the guarantee that forbids it)."""
+        __tracebackhide__ = True
+        retry = self.case.send(self.client, self.key)
+        after = self.case.effects()
+        problems = []
+        if self.failed != self.before:
+            problems.append(
+                "the failed attempt left its effect: "
+                + g.change(self.before, self.failed, self.before)
+            )
+        if _replayed(retry):
+            problems.append("the retry got the failed attempt's answer, replayed")
+        elif not _ran(retry):
+            problems.append("the retry did not run")
+        if not problems and after - self.failed != self.delta:
+            problems.append(
+                f"the retry: {g.change(self.failed, after, self.failed + self.delta)}"
+            )
+        answered = self.answered
+        if answered is not None and answered.status_code < 400:
+            # Whatever happened next, the client was told it worked.
+            guarantee = g.FAILURE_NOT_STORED_AS_SUCCESS
+            problems.insert(
+                0,
+                f"the view answered {answered.status_code} although it failed: "
+                "it caught the failure and answered a success",
+            )
+        if problems:
+            raise g.broken(
+                guarantee,
+                self.case.endpoint.describe(self.key),
+                f"failure: {self.failure.where}; the attempt {self.outcome}",
+                *problems,
+                f"retry: {g.answer(retry)}",
+            )
+
+
+def _failed_attempt(case: _Case, failing) -> _FailedAttempt:
+    """Measure one request's effect, then send a new one under ``failing``."""
     client = case.client()
     delta = case.one_effect(client)
     key = case.key()
     before = case.effects()
     error = None
-    with _failing(endpoint) as where:
+    with failing as failure:
         try:
-            first = case.send(client, key)
-            failure = f"answered {g.answer(first)}"
+            answered = case.send(client, key)
+            outcome = f"answered {g.answer(answered)}"
         except Exception as exc:  # the failure made to happen, or the view's
-            first, error, failure = None, exc, f"raised {type(exc).__name__}"
-    if where.after is None:
-        if error is not None:
-            raise error  # not ours: the view failed by itself
-        pytest.skip(
-            "the view wrote nothing for the kit to fail after; give the "
-            "endpoint a fail() context manager"
-        )
-    if first is not None and first.status_code < 500:
-        raise g.CannotCheck(
-            case.name,
-            f"the view {failure} although it was made to fail "
-            f"({where.describe()}); does it catch the exception?",
-        )
-    failed = case.effects()
-    retry = case.send(client, key)
-    after = case.effects()
-    problems = []
-    if failed != before:
-        problems.append(
-            f"the failed attempt left its effect: {g.change(before, failed, before)}"
-        )
-    if _replayed(retry):
-        problems.append("the retry got the failed attempt's answer, replayed")
-    elif not _ran(retry):
-        problems.append("the retry did not run")
-    if not problems and after - failed != delta:
-        problems.append(f"the retry: {g.change(failed, after, failed + delta)}")
-    if problems:
-        raise g.broken(
-            g.FAILED_ATTEMPT,
-            endpoint.describe(key),
-            f"failure: {where.describe()}; the attempt {failure}",
-            *problems,
-            f"retry: {g.answer(retry)}",
-        )
+            answered, error, outcome = None, exc, f"raised {type(exc).__name__}"
+    if failure.where is None and error is not None:
+        raise error  # not ours: the view failed by itself
+    attempt = _FailedAttempt(case, client, key, failure, delta, before)
+    attempt.failed = case.effects()
+    attempt.answered, attempt.outcome = answered, outcome
+    return attempt
 
 
 def check_validation_failure(endpoint: Endpoint) -> None:
@@ -355,11 +487,12 @@ def check_validation_failure(endpoint: Endpoint) -> None:
     delta = case.one_effect(client)
     key = case.key()
     before = case.effects()
-    invalid = case.send(client, key, endpoint.invalid_payload)
+    invalid = case.send(client, key, case.body(endpoint.invalid_payload))
     if invalid.status_code < 400:
         raise g.CannotCheck(
             case.name,
             f"invalid_payload was accepted: {g.answer(invalid)}",
+            precondition="the view to refuse invalid_payload",
         )
     refused = case.effects()
     corrected = case.send(client, key)
@@ -381,6 +514,8 @@ def check_validation_failure(endpoint: Endpoint) -> None:
         problems.append(
             f"the corrected retry: {g.change(refused, after, refused + delta)}"
         )
+    elif _record(key) is None:
+        problems.append(g.NOTHING_STORED)
     if problems:
         raise g.broken(
             g.VALIDATION,
@@ -401,12 +536,7 @@ def check_expiry(endpoint: Endpoint) -> None:
     delta = ran_once - before
     record = _record(key)
     if record is None:
-        raise g.broken(
-            g.WITHIN_TTL,
-            endpoint.describe(key),
-            "no idempotency record was stored: the view is not guarded by "
-            "IdempotencyMixin or @idempotent",
-        )
+        raise g.broken(g.WITHIN_TTL, endpoint.describe(key), g.NOTHING_STORED)
     # The view's TTL: expires_at was set a moment before created_at.
     ttl = timedelta(
         seconds=round((record.expires_at - record.created_at).total_seconds())
@@ -460,6 +590,14 @@ def check_other_scope(endpoint: Endpoint) -> None:
     key = case.key()
     first, before, ran_once = case.first(alice, key)
     delta = ran_once - before
+    if _record(key) is None:
+        # Bob's request would run, proving nothing about scopes.
+        raise g.broken(
+            g.OTHER_SCOPE,
+            endpoint.describe(key) + ", as alice",
+            f"alice: {g.answer(first)}",
+            g.NOTHING_STORED,
+        )
     theirs = case.send(bob, key)
     after = case.effects()
     problems = []
@@ -485,12 +623,7 @@ def check_derived_key(endpoint: Endpoint) -> None:
     derived key, so the provider deduplicates (failure case 7)."""
     __tracebackhide__ = True
     case = _Case(endpoint, "derived-key")
-    downstream = endpoint.downstream
-    if not downstream:
-        pytest.skip(
-            "set downstream (what the view calls for the outside world, as "
-            "mock.patch names it) for this case"
-        )
+    downstream = _required_downstream(endpoint)
     client = case.client()
     with _watching_downstream(downstream, endpoint.downstream_key) as calls:
         delta = case.one_effect(client)
@@ -504,7 +637,9 @@ def check_derived_key(endpoint: Endpoint) -> None:
             crashed = None
         if not calls:
             raise g.CannotCheck(
-                case.name, f"the view never called {endpoint.downstream}"
+                case.name,
+                f"the view never called {endpoint.downstream}",
+                precondition="the view to call downstream",
             )
         if crashed is not None:
             raise g.CannotCheck(
@@ -559,20 +694,122 @@ def check_derived_key(endpoint: Endpoint) -> None:
         )
 
 
+def check_downstream_key_scoped(endpoint: Endpoint) -> None:
+    """Alice and bob send the same key and payload: each request calls
+    downstream, with keys that differ, or the provider takes bob's call for
+    a retry of alice's and one of them is never charged."""
+    __tracebackhide__ = True
+    case = _Case(endpoint, "scoped-downstream-key")
+    downstream = _required_downstream(endpoint)
+    alice, bob = case.client("alice"), case.client("bob")
+    key = case.key()
+    with _watching_downstream(downstream, endpoint.downstream_key) as calls:
+        case.first(alice, key)
+        alices = list(calls)
+        calls.clear()
+        theirs = case.send(bob, key)
+        bobs = list(calls)
+    if not alices:
+        raise g.CannotCheck(
+            case.name,
+            f"alice's request never called {downstream}",
+            precondition="the view to call downstream",
+        )
+    if _record(key) is None:
+        raise g.broken(
+            g.SCOPED_DOWNSTREAM_KEY, endpoint.describe(key), g.NOTHING_STORED
+        )
+    if not bobs:
+        raise g.CannotCheck(
+            case.name,
+            f"bob's request with alice's key never called {downstream}: "
+            f"{g.answer(theirs)} (the other-scope case shows why)",
+            precondition="bob's request to run as his own",
+        )
+    shared = [each for each in bobs if each in alices]
+    if shared:
+        raise g.broken(
+            g.SCOPED_DOWNSTREAM_KEY,
+            endpoint.describe(key) + ", as alice then as bob",
+            f"alice's request called {downstream} with {alices[0]!r}",
+            f"bob's request called it with {shared[0]!r}: the provider takes "
+            "bob's call for a retry of alice's, and answers it with alice's result",
+            "derive each step's key with request.idempotency.derive(step), which "
+            "includes the scope; never build it from the client's key alone",
+        )
+
+
 # Every case of an endpoint, for ``pytest.mark.parametrize("check", ...)``.
 ENDPOINT_CHECKS = (
     check_lost_response,
     check_race,
     check_payload_mismatch,
+    check_each_field_fingerprinted,
     check_failed_attempt,
+    check_failure_at_completion,
     check_validation_failure,
     check_expiry,
     check_other_scope,
     check_derived_key,
+    check_downstream_key_scoped,
 )
 
 
 # Helpers.
+
+
+def _required_downstream(endpoint: Endpoint) -> str:
+    """The downstream target; the case is skipped without one."""
+    if not endpoint.downstream:
+        pytest.skip(
+            "set downstream (what the view calls for the outside world, as "
+            "mock.patch names it) for this case"
+        )
+    return endpoint.downstream
+
+
+@dataclass
+class _FieldChange:
+    """One payload field changed: its dotted name, both values, the body."""
+
+    name: str
+    old: Any
+    new: Any
+    payload: dict
+
+    def describe(self) -> str:
+        return f"{self.name} changed ({g.shown(self.old)} → {g.shown(self.new)})"
+
+
+def _field_changes(
+    payload: dict, excluded: Collection[str], prefix: str = ""
+) -> Iterator[_FieldChange]:
+    """Each field of ``payload`` changed in turn, nested objects' fields
+    one by one; fields named in ``excluded`` (or under one) are kept."""
+    for field, value in payload.items():
+        name = f"{prefix}{field}"
+        if name in excluded:
+            continue
+        if isinstance(value, dict) and value:
+            for inner in _field_changes(value, excluded, f"{name}."):
+                body = {**payload, field: inner.payload}
+                yield _FieldChange(inner.name, inner.old, inner.new, body)
+            continue
+        new = _another_value(value)
+        yield _FieldChange(name, value, new, {**payload, field: new})
+
+
+def _another_value(value) -> Any:
+    """A value of the same kind that no fingerprint can take for ``value``."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 1
+    if isinstance(value, str):
+        return f"{value}-changed"
+    if isinstance(value, list):
+        return [*value, value[-1] if value else "once-probe"]
+    return "once-probe"  # None, or an empty object
 
 
 def _record(key: str):
@@ -606,31 +843,87 @@ def _tally(answers) -> str:
 
 @dataclass
 class _Failure:
-    """Where the view was made to fail."""
+    """Where the view was made to fail; None until it was."""
 
-    custom: bool
-    # The write the kit failed after; with a fail() hook, "fail()".
-    after: str | None = None
-
-    def describe(self) -> str:
-        if self.custom:
-            return "the endpoint's fail()"
-        return f"the kit raised right after the view's first write ({self.after})"
+    where: str | None = None
 
 
 @contextmanager
-def _failing(endpoint: Endpoint):
-    if endpoint.fail is not None:
-        with endpoint.fail():
-            yield _Failure(custom=True, after="fail()")
-        return
+def _failing_under(fail: Callable[[], AbstractContextManager]) -> Iterator[_Failure]:
+    with fail():
+        yield _Failure("the endpoint's fail()")
+
+
+@contextmanager
+def _failing_after_first_write() -> Iterator[_Failure]:
     # The claim's own writes, and a session the client may save, are not the
     # view's business effect.
     ignored = [f'"{IdempotencyRecord._meta.db_table}"', '"django_session"']
     with failing_after_first_write(ignore_tables=ignored) as injection:
-        failure = _Failure(custom=False)
+        failure = _Failure()
         yield failure
-        failure.after = injection.after
+    if injection.after is not None:
+        failure.where = (
+            f"the kit raised right after the view's first write ({injection.after})"
+        )
+
+
+@contextmanager
+def _failing_as_first_save_completes() -> Iterator[_Failure]:
+    """Raise ``InjectedFailure`` from ``post_save`` of the view's first saved
+    model: the row is written and the transaction sound, and the exception
+    reaches the view's code as a failure of its next step would."""
+    failure = _Failure()
+    # The claim's and the session's rows are not the view's.
+    ignored = {IdempotencyRecord, *_session_models()}
+
+    def fail_once(sender, instance, **kwargs):
+        if failure.where is None and sender not in ignored:
+            failure.where = (
+                "the kit raised as the view's first save completed (post_save "
+                f"of {sender._meta.label})"
+            )
+            raise InjectedFailure(
+                f"injected by the proof kit after saving {instance!r}"
+            )
+
+    post_save.connect(fail_once, weak=False, dispatch_uid=_POST_SAVE_UID)
+    try:
+        yield failure
+    finally:
+        post_save.disconnect(dispatch_uid=_POST_SAVE_UID)
+
+
+def _session_models() -> list:
+    from django.apps import apps
+
+    if not apps.is_installed("django.contrib.sessions"):
+        return []
+    from django.contrib.sessions.models import Session
+
+    return [Session]
+
+
+@contextmanager
+def _failing_at_completion() -> Iterator[_Failure]:
+    """Raise ``InjectedFailure`` right after the claim stores the view's
+    answer, before anything commits: the view has made all its writes and
+    returned, and cannot catch it."""
+    failure = _Failure()
+    complete = IdempotencyRecordQuerySet.complete
+
+    def failing_complete(records, *args, **kwargs):
+        completed = complete(records, *args, **kwargs)
+        if failure.where is None:
+            failure.where = (
+                "the kit raised at the completion, right after the view's "
+                "answer was stored and before the commit"
+            )
+            raise InjectedFailure("injected by the proof kit at the completion")
+        return completed
+
+    with mock.patch.object(IdempotencyRecordQuerySet, "complete", failing_complete):
+        yield failure
 
 
 @contextmanager

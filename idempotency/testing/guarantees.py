@@ -34,3 +34,20 @@ EXPIRED = (
 )
 OTHER_SCOPE = "a stored answer is never returned to another scope"
 DERIVED_KEY = "a step retried after a crash calls downstream with the same derived key"
+FINGERPRINT = (
+    "every payload field the view does not exclude on purpose is in the "
+    "fingerprint: the same key with that field changed is refused with 422"
+)
+FAILURE_NOT_STORED_AS_SUCCESS = (
+    "a failure after the view's own writes is never stored as a success: the "
+    "attempt fails, leaves no effect, and its retry runs"
+)
+SCOPED_DOWNSTREAM_KEY = (
+    "downstream keys are scoped: two scopes sending the same key call "
+    "downstream with different keys"
+)
+# The evidence of a case run against a view that stores nothing.
+NOTHING_STORED = (
+    "nothing was stored: is the view keyed? (no idempotency record for the "
+    "key: guard the view with IdempotencyMixin or @idempotent)"
+)

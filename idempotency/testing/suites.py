@@ -34,10 +34,14 @@ class EndpointSuite(Suite):
     method = "post"
     payload: Any = None
     # A body the view refuses before changing anything (400): enables the
-    # validation case.
+    # validation case. It may be a method, as the payload may.
     invalid_payload: Any = None
-    # The body sent with a used key; by default the payload plus a field.
+    # The body sent with a used key; by default the payload plus a field. It
+    # may be a method too.
     changed_payload: Any = None
+    # The payload fields the view leaves out of its fingerprint on purpose
+    # (dotted for nested ones): every other field is changed in turn.
+    exclude_fields: tuple[str, ...] = ()
     # How long the client retries (an offline queue): the key must outlive it.
     retry_horizon: timedelta | None = None
     # What the view calls for the outside world, as mock.patch names it:
@@ -68,6 +72,7 @@ class EndpointSuite(Suite):
             method=self.method,
             invalid_payload=self.invalid_payload,
             changed_payload=self.changed_payload,
+            exclude_fields=self.exclude_fields,
             fail=self.fail,
             retry_horizon=self.retry_horizon,
             downstream=self.downstream,
@@ -84,8 +89,14 @@ class EndpointSuite(Suite):
     def test_same_key_with_another_payload_is_refused(self):
         endpoints.check_payload_mismatch(self.endpoint())
 
+    def test_each_field_changed_under_a_used_key_is_refused(self):
+        endpoints.check_each_field_fingerprinted(self.endpoint())
+
     def test_failed_attempt_rolls_back_and_its_retry_runs(self):
         endpoints.check_failed_attempt(self.endpoint())
+
+    def test_a_failure_at_the_completion_is_never_stored_as_a_success(self):
+        endpoints.check_failure_at_completion(self.endpoint())
 
     def test_corrected_retry_after_a_validation_failure_runs(self):
         endpoints.check_validation_failure(self.endpoint())
@@ -101,6 +112,9 @@ class EndpointSuite(Suite):
 
     def test_crash_after_the_downstream_call_retries_with_the_same_key(self):
         endpoints.check_derived_key(self.endpoint())
+
+    def test_two_scopes_sending_one_key_call_downstream_with_different_keys(self):
+        endpoints.check_downstream_key_scoped(self.endpoint())
 
 
 # Deprecated for one release: the suites of the other apps' kits. The one

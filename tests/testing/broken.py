@@ -30,6 +30,8 @@ class UnguardedView(APIView):
     """No mixin, no decorator: the key is ignored and every request runs."""
 
     def post(self, request):
+        if not request.data.get("name"):
+            return Response({"name": ["This field is required."]}, status=400)
         widget = Widget.objects.create(name=request.data["name"])
         return Response({"id": widget.pk}, status=201)
 
@@ -60,13 +62,15 @@ class FiveHundredView(IdempotencyMixin, APIView):
     storing every status (store_everything), the 500 and the write are kept."""
 
     idempotency_operation = "broken.five-hundred"
+    failure_body: dict = {"error": "try again later"}
+    failure_status = 500
 
     def post(self, request):
         widget = Widget.objects.create(name=request.data["name"])
         try:
             notify(widget)
         except Exception:
-            return Response({"error": "try again later"}, status=500)
+            return Response(self.failure_body, status=self.failure_status)
         return Response({"id": widget.pk}, status=201)
 
 
@@ -172,3 +176,78 @@ def mail_the_team(event):
 
 def register(source, event_type, handler):
     on(source, event_type)(handler)
+
+
+# Endpoints the proof kit used to pass.
+
+
+class TopUpSerializer(serializers.Serializer):
+    wallet = serializers.CharField()
+    amount = serializers.IntegerField(min_value=1)
+
+
+class TopUpExcludingAmountView(IdempotencyMixin, APIView):
+    """Leaves ``amount`` out of the fingerprint by mistake: the same key with
+    another amount replays the first answer."""
+
+    idempotency_operation = "broken.top-up"
+    idempotency_exclude_fields = ("amount",)
+
+    def post(self, request):
+        serializer = TopUpSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        top_up = serializer.validated_data
+        widget = Widget.objects.create(name=f"{top_up['wallet']}+{top_up['amount']}")
+        return Response({"id": widget.pk, **top_up}, status=201)
+
+
+class TopUpChargeView(IdempotencyMixin, APIView):
+    """Builds the downstream key from the client's key alone: stable across
+    retries, but two customers sending one key charge once between them."""
+
+    idempotency_mode = "lease"
+    idempotency_operation = "broken.top-up-charge"
+
+    def post(self, request):
+        amount = int(request.data["amount"])
+        charge = provider.charge(f"topup-{request.idempotency.key}", amount)
+        widget = Widget.objects.create(name=charge)
+        return Response({"charge": charge, "widget": widget.pk}, status=201)
+
+
+class SwallowsEverythingView(IdempotencyMixin, APIView):
+    """Catches every exception and answers 202 "accepted": a failure after
+    its write is stored as a success, and every retry replays it."""
+
+    idempotency_operation = "broken.swallows-everything"
+
+    def post(self, request):
+        try:
+            widget = Widget.objects.create(name=request.data["name"])
+            notify(widget)
+        except Exception:
+            return Response({"status": "accepted"}, status=202)
+        return Response({"id": widget.pk}, status=201)
+
+
+class SwallowsNotifyFailureView(FiveHundredView):
+    """Writes, then catches the failure of its next step and answers 202: the
+    kit's failure inside the ORM passes through; the user's fail() of that
+    step shows it."""
+
+    idempotency_operation = "broken.swallows-notify"
+    failure_body = {"status": "accepted"}
+    failure_status = 202
+
+
+class MailsBeforeCompletingView(IdempotencyMixin, APIView):
+    """Sends mail after its write, inside the claim's transaction: a failure
+    after it rolls the write back, but the mail is out, and the retry sends
+    it again."""
+
+    idempotency_operation = "broken.mails"
+
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data["name"])
+        mail.send_mail("Widget", widget.name, "shop@example.com", ["a@example.com"])
+        return Response({"id": widget.pk}, status=201)

@@ -19,6 +19,7 @@ import uuid
 
 import pytest
 
+from idempotency.testing.endpoints import Endpoint, check_other_scope
 from idempotency.testing.suites import EndpointSuite
 from inbox.testing.suites import ConsumerSuite
 from tests.testapp.models import Widget
@@ -32,9 +33,14 @@ def new_widget():
 @pytest.mark.urls("tests.testing.urls")
 class TestWidgets(EndpointSuite):
     url = "/t/widgets/"
-    invalid_payload = {"name": ""}
 
     def payload(self):
+        return new_widget()
+
+    def invalid_payload(self):
+        return {"name": ""}
+
+    def changed_payload(self):
         return new_widget()
 
     def effects(self):
@@ -45,6 +51,17 @@ class TestUnguardedWidgets(TestWidgets):
     url = "/broken/unguarded/"
     # Its consumer-side twin shows the other way to leave a case out.
     test_corrected_retry_after_a_validation_failure_runs = None
+
+
+def widget_count():
+    return Widget.objects.count()
+
+
+@pytest.mark.urls("tests.testing.urls")
+@pytest.mark.django_db(transaction=True)
+def test_users_own_check():
+    unkeyed = Endpoint("/broken/unguarded/", new_widget, widget_count)
+    check_other_scope(unkeyed)
 
 
 class TestApplyBeforeReceive(ConsumerSuite):
@@ -88,21 +105,25 @@ def test_the_one_entry_point_gives_every_kits_fixtures(pytester, monkeypatch):
     markers.stdout.fnmatch_lines(["@pytest.mark.once: a django-once proof kit case*"])
 
 
+def users_session(pytester, monkeypatch) -> str:
+    """Write the user's suites; return the --ds option of their session."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makepyfile(test_users_suites=textwrap.dedent(SUITES))
+    if connection.vendor != "postgresql":
+        return "--ds=tests.settings_sqlite"
+    # A database of its own: this session holds the suite's.
+    name = connection.settings_dict["NAME"].removeprefix("test_")
+    monkeypatch.setenv("TEST_DATABASE_NAME", f"{name}_pytester")
+    return "--ds=tests.settings"
+
+
 def test_suites_in_a_users_session_pass_on_sound_code_and_fail_on_broken_code(
     pytester, monkeypatch
 ):
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    if connection.vendor == "postgresql":
-        settings = "tests.settings"
-        # A database of its own: this session holds the suite's.
-        name = connection.settings_dict["NAME"].removeprefix("test_")
-        monkeypatch.setenv("TEST_DATABASE_NAME", f"{name}_pytester")
-    else:
-        settings = "tests.settings_sqlite"
-    pytester.makepyfile(test_users_suites=textwrap.dedent(SUITES))
+    settings = users_session(pytester, monkeypatch)
 
     result = pytester.runpytest_subprocess(
-        f"--ds={settings}", "-p", "no:cacheprovider", "-m", "once", "-rs"
+        settings, "-p", "no:cacheprovider", "-m", "once", "-rs"
     )
 
     outcomes = result.parseoutcomes()
@@ -125,7 +146,45 @@ def test_suites_in_a_users_session_pass_on_sound_code_and_fail_on_broken_code(
     result.stdout.fnmatch_lines(
         ["SKIPPED * set downstream (what the view calls for the outside world*"]
     )
-    # Unguarded: all but the other-scope case fail (one left out, one skipped,
-    # and the race skipped on SQLite); the consumer fails all three.
-    unguarded = 5 if connection.vendor == "postgresql" else 4
+    # Unguarded: every case fails but one left out and the two downstream
+    # ones skipped (the race is skipped on SQLite); the consumer fails all
+    # three.
+    unguarded = 8 if connection.vendor == "postgresql" else 7
     assert outcomes["failed"] == unguarded + 3, result.outlines[-15:]
+
+
+def test_a_kits_failure_is_its_message_and_the_users_frame(pytester, monkeypatch):
+    settings = users_session(pytester, monkeypatch)
+    cases = "test_users_own_check or TestUnguardedWidgets and failed_attempt"
+
+    short = pytester.runpytest_subprocess(
+        settings, "-p", "no:cacheprovider", "-k", cases
+    )
+    verbose = pytester.runpytest_subprocess(
+        settings, "-p", "no:cacheprovider", "-k", cases, "-v"
+    )
+
+    short.assert_outcomes(failed=2)
+    # The suite's test lives in the kit: its own frame is the one shown.
+    short.stdout.fnmatch_lines(
+        [
+            "*_ TestUnguardedWidgets.test_failed_attempt_*_retry_runs _*",
+            "*suites.py:*: in test_failed_attempt_rolls_back_and_its_retry_runs",
+            "    endpoints.check_failed_attempt(self.endpoint())",
+            "E   *Guarantee broken: a failed attempt leaves no effect, and its retry "
+            "runs.",
+            "*_ test_users_own_check _*",
+            "test_users_suites.py:*: in test_users_own_check",
+            "    check_other_scope(unkeyed)",
+            "E   *Guarantee broken: a stored answer is never returned to another "
+            "scope.",
+            "E     nothing was stored: is the view keyed?*",
+            "(pytest -v shows the whole traceback and the captured log)",
+        ]
+    )
+    # Django logs the 500 the kit caused, with its traceback: left out.
+    assert "Traceback (most recent call last)" not in short.stdout.str()
+    assert "Captured log call" not in short.stdout.str()
+    verbose.assert_outcomes(failed=2)
+    assert "Traceback (most recent call last)" in verbose.stdout.str()
+    assert "pytest -v shows" not in verbose.stdout.str()

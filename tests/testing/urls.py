@@ -15,4 +15,9 @@ urlpatterns = [
     path("broken/excludes-name/", broken.ExcludesTheNameView.as_view()),
     path("broken/underived-charge/", broken.UnderivedChargeView.as_view()),
     path("broken/client-key-charge/", broken.ClientKeyChargeView.as_view()),
+    path("broken/top-up/", broken.TopUpExcludingAmountView.as_view()),
+    path("broken/top-up-charge/", broken.TopUpChargeView.as_view()),
+    path("broken/swallows-everything/", broken.SwallowsEverythingView.as_view()),
+    path("broken/swallows-notify/", broken.SwallowsNotifyFailureView.as_view()),
+    path("broken/mails/", broken.MailsBeforeCompletingView.as_view()),
 ]

@@ -21,12 +21,18 @@ class GuaranteeBroken(AssertionError):
 
 
 class CannotCheck(AssertionError):
-    """The check could not run against this code: its setup needs a change."""
+    """The check could not run against this code: its setup needs a change.
 
-    def __init__(self, case: str, problem: str):
+    ``precondition`` names what the case needed and did not get (``"the
+    first request succeeds"``), so the message says which one is missing.
+    """
+
+    def __init__(self, case: str, problem: str, *, precondition: str = ""):
         self.case = case
         self.problem = problem
-        super().__init__(f"The proof kit cannot run {case!r}: {problem}")
+        self.precondition = precondition
+        needed = f" it needs {precondition}, and" if precondition else ""
+        super().__init__(f"The proof kit cannot run {case!r}:{needed} {problem}")
 
 
 def measure(effects) -> Any:

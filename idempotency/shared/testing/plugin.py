@@ -22,3 +22,15 @@ def once_clock():
 
     with controlled_clock() as control:
         yield control
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A kit's failure reads as its message and the user's frame (``-v``:
+    pytest's whole report)."""
+    report = yield
+    if report.failed and call.excinfo is not None:
+        from idempotency.shared.testing.reports import shorten
+
+        shorten(item, report, call.excinfo)
+    return report

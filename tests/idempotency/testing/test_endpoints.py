@@ -1,11 +1,14 @@
 """The endpoint checks pass on guarded views and name what broken views break."""
 
 import re
+from dataclasses import replace
 from datetime import timedelta
 from unittest import mock
 
 import pytest
+from django.core import mail
 
+from idempotency.shared.testing.guarantees import CannotCheck
 from idempotency.testing import endpoints
 from idempotency.testing.endpoints import Endpoint
 from tests.testing.helpers import broken_message, new_widget, widget_count
@@ -25,9 +28,9 @@ def widgets(url="/t/widgets/", **options) -> Endpoint:
 
 def charges(url="/t/charge/", **options) -> Endpoint:
     """The lease-mode views: a downstream charge, then a local widget."""
+    options = {"payload": {"amount": 500}, **options}
     return Endpoint(
         url=url,
-        payload={"amount": 500},
         effects=widget_count,
         downstream=CHARGE,
         downstream_key=lambda key, amount: key,
@@ -161,12 +164,6 @@ def test_a_ttl_shorter_than_the_clients_retries_is_reported():
     assert "effects went 0 → 2 (expected 0 → 1)" in message
 
 
-def test_an_unguarded_view_stores_no_record_to_expire():
-    message = broken_message(endpoints.check_expiry, widgets("/broken/unguarded/"))
-
-    assert "no idempotency record was stored" in message
-
-
 def test_a_downstream_key_made_per_attempt_charges_twice():
     message = broken_message(
         endpoints.check_derived_key, charges("/broken/underived-charge/")
@@ -187,3 +184,195 @@ def test_the_clients_own_key_handed_downstream_is_reported():
 
     assert "is the client's Idempotency-Key itself" in message
     assert "request.idempotency.derive(step)" in message
+
+
+# The mistakes the kit used to pass, or failed with "cannot run".
+
+LEFT_ITS_EFFECT = re.compile(
+    r"the failed attempt left its effect: effects went (\d+) → \d+ "
+    r"\(expected \1 → \1\)"
+)
+
+
+def top_ups(url="/broken/top-up/", **options) -> Endpoint:
+    def top_up():
+        return {"wallet": new_widget()["name"], "amount": 500}
+
+    return Endpoint(url=url, payload=top_up, effects=widget_count, **options)
+
+
+def test_a_field_left_out_of_the_fingerprint_by_mistake_is_found():
+    # The probe field of the payload-mismatch case does not find it.
+    endpoints.check_payload_mismatch(top_ups())
+
+    message = broken_message(endpoints.check_each_field_fingerprinted, top_ups())
+
+    assert message.startswith(
+        "Guarantee broken: every payload field the view does not exclude on "
+        "purpose is in the fingerprint: the same key with that field changed is "
+        "refused with 422.\n"
+    )
+    assert re.search(
+        r"amount changed \(500 → 501\): the reused key answered 201 .*"
+        r"\(replayed\), not 422",
+        message,
+    )
+    assert "wallet changed" not in message
+    assert "name it in exclude_fields" in message
+
+
+def test_a_field_excluded_on_purpose_is_left_alone():
+    endpoints.check_each_field_fingerprinted(top_ups(exclude_fields=("amount",)))
+
+
+def test_nested_fields_are_changed_one_by_one():
+    # The view leaves client_ts and meta.sent_at out; meta.device counts.
+    def stamped():
+        meta = {"sent_at": "2026-01-01T00:00:00Z", "device": "phone"}
+        return {**new_widget(), "client_ts": 1, "meta": meta}
+
+    endpoint = Endpoint(url="/t/stamped/", payload=stamped, effects=widget_count)
+    endpoints.check_each_field_fingerprinted(
+        replace(endpoint, exclude_fields=("client_ts", "meta.sent_at"))
+    )
+
+    message = broken_message(endpoints.check_each_field_fingerprinted, endpoint)
+
+    assert "client_ts changed (1 → 2)" in message
+    assert 'meta.sent_at changed ("2026-01-01T00:00:00Z" → ' in message
+    assert "meta.device changed" not in message
+    assert "name changed" not in message
+
+
+def test_a_downstream_key_built_from_the_client_key_folds_two_scopes_into_one():
+    endpoint = charges("/broken/top-up-charge/")
+    # Stable across a retry, and not the client's key verbatim: the
+    # derived-key case passes it.
+    endpoints.check_derived_key(endpoint)
+
+    message = broken_message(endpoints.check_downstream_key_scoped, endpoint)
+
+    assert message.startswith(
+        "Guarantee broken: downstream keys are scoped: two scopes sending the "
+        "same key call downstream with different keys.\n"
+    )
+    assert re.search(
+        rf"alice's request called {CHARGE} with 'topup-once-scoped-downstream-key-",
+        message,
+    )
+    assert "bob's request called it with 'topup-once-" in message
+    assert "request.idempotency.derive(step)" in message
+
+
+def test_a_view_catching_every_failure_with_a_202_is_caught_by_default():
+    # The kit's failure inside the ORM alone does not show it: Django marks
+    # the transaction broken, so the library fails the attempt for the view.
+    message = broken_message(
+        endpoints.check_failed_attempt, widgets("/broken/swallows-everything/")
+    )
+
+    assert message.startswith(
+        "Guarantee broken: a failure after the view's own writes is never stored "
+        "as a success: the attempt fails, leaves no effect, and its retry runs.\n"
+    )
+    assert (
+        "failure: the kit raised as the view's first save completed (post_save "
+        "of testapp.Widget); the attempt answered 202" in message
+    )
+    assert "the view answered 202 although it failed" in message
+    assert LEFT_ITS_EFFECT.search(message)
+    assert "the retry got the failed attempt's answer, replayed" in message
+    assert 'retry: 202 {"status":"accepted"} (replayed)' in message
+
+
+def test_a_view_answering_202_to_the_users_own_failure_is_named_not_cannot_run():
+    endpoint = widgets("/broken/swallows-notify/")
+    # The kit's failure at the write is not caught: the default run passes.
+    endpoints.check_failed_attempt(endpoint)
+
+    message = broken_message(
+        endpoints.check_failed_attempt, replace(endpoint, fail=notify_fails)
+    )
+
+    assert message.startswith(
+        "Guarantee broken: a failure after the view's own writes is never stored "
+        "as a success"
+    )
+    assert "failure: the endpoint's fail(); the attempt answered 202" in message
+    assert LEFT_ITS_EFFECT.search(message)
+    assert "the retry got the failed attempt's answer, replayed" in message
+
+
+def mails_sent():
+    return len(mail.outbox)
+
+
+def test_an_effect_outside_the_transaction_is_left_by_a_failure_at_completion():
+    endpoint = Endpoint(url="/broken/mails/", payload=new_widget, effects=mails_sent)
+    # The kit's failure at the write comes before the mail.
+    endpoints.check_failed_attempt(endpoint)
+
+    message = broken_message(endpoints.check_failure_at_completion, endpoint)
+
+    assert message.startswith(
+        "Guarantee broken: a failure after the view's own writes is never stored "
+        "as a success"
+    )
+    assert "failure: the kit raised at the completion" in message
+    assert "the attempt raised InjectedFailure" in message
+    assert LEFT_ITS_EFFECT.search(message)
+
+
+def test_an_unkeyed_view_has_no_completion_to_fail():
+    message = broken_message(
+        endpoints.check_failure_at_completion, widgets("/broken/unguarded/")
+    )
+
+    assert "the kit found no answer being stored to fail" in message
+    assert "nothing was stored: is the view keyed?" in message
+
+
+def test_an_unkeyed_view_fails_the_scope_case_instead_of_passing():
+    message = broken_message(endpoints.check_other_scope, widgets("/broken/unguarded/"))
+
+    assert message.startswith(
+        "Guarantee broken: a stored answer is never returned to another scope.\n"
+    )
+    assert "nothing was stored: is the view keyed?" in message
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        endpoints.check_expiry,
+        endpoints.check_validation_failure,
+        endpoints.check_each_field_fingerprinted,
+    ],
+    **BY_NAME,
+)
+def test_an_unkeyed_view_fails_every_case_it_would_pass_for_nothing(check):
+    endpoint = widgets("/broken/unguarded/", invalid_payload={"name": ""})
+
+    assert "nothing was stored: is the view keyed?" in broken_message(check, endpoint)
+
+
+def test_invalid_and_changed_payloads_may_be_functions():
+    endpoint = widgets(
+        invalid_payload=lambda: {"name": ""},
+        changed_payload=lambda: {"name": "another"},
+    )
+
+    endpoints.check_validation_failure(endpoint)
+    endpoints.check_payload_mismatch(endpoint)
+
+
+def test_a_case_missing_its_precondition_says_which():
+    endpoint = charges("/t/widgets/", payload=new_widget)
+
+    with pytest.raises(CannotCheck) as caught:
+        endpoints.check_downstream_key_scoped(endpoint)
+
+    assert str(caught.value) == (
+        "The proof kit cannot run 'scoped-downstream-key': it needs the view to "
+        f"call downstream, and alice's request never called {CHARGE}"
+    )
