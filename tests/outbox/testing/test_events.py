@@ -7,6 +7,8 @@ import pytest
 from django.db import transaction
 
 from idempotency.shared.testing.guarantees import CannotCheck
+from idempotency.shared.testing.messages import call_with_task_kwargs, new_message
+from inbox.api import consumer
 from outbox.api import record
 from outbox.testing.events import (
     capture_events,
@@ -195,3 +197,19 @@ def test_the_producer_check_says_which_precondition_fails(api):
 def test_the_producer_check_refuses_to_run_inside_a_test_transaction(api):
     with pytest.raises(CannotCheck, match="needs committed transactions"):
         check_state_and_event_commit_together(placing_orders(api), Order.objects.count)
+
+
+@consumer("kit.forward")
+def make_and_forward(*, payload, **kwargs):
+    """A consumer that is a producer too: its change and its next event."""
+    widget = Widget.objects.create(name=payload["name"])
+    record("widget", widget.pk, "widget.made", {"name": widget.name})
+
+
+def test_a_consumer_recording_its_next_event_under_the_inbox_commits_both():
+    def consume_a_new_message():
+        call_with_task_kwargs(
+            make_and_forward, new_message("widget.wanted", new_widget())
+        )
+
+    check_state_and_event_commit_together(consume_a_new_message, widget_count)
