@@ -128,7 +128,9 @@ def test_the_readme_proofs_pass_against_the_readme_code(project):
     returncode, output = pytest_in(project)
 
     assert returncode == 0, output[-6000:]
-    assert "15 passed, 3 skipped" in output, output[-3000:]
+    # Skipped: the derived-key and scoped-downstream cases (no downstream) and
+    # both order cases (GitHub deliveries carry no event time).
+    assert "15 passed, 4 skipped" in output, output[-3000:]
     assert "set downstream (what the view calls for the outside world" in output
     assert "github deliveries carry no event time" in output
 

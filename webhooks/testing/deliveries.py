@@ -39,6 +39,10 @@ CRASHED_WEBHOOK = (
     "a webhook whose worker died while processing it is applied exactly once"
 )
 STALE_WEBHOOK = "an event older than the state it would overwrite is ignored"
+NEWER_WEBHOOK = (
+    "an event newer than the state it would overwrite is applied, even when it "
+    "arrives after an older one"
+)
 
 # How much older the stale event is than the newer one.
 STALE_BY = timedelta(hours=1)
@@ -242,51 +246,118 @@ def check_webhook_order(webhook: Webhook) -> None:
     """A newer event arrives first, an older one about the same object after
     it: the older one must not overwrite the newer state."""
     __tracebackhide__ = True
-    if webhook.sign is None and not _carries_event_time(webhook.source):
-        pytest.skip(
-            f"{verifier_kind(webhook.source)} deliveries carry no event time, so "
-            "handlers cannot order them by event.occurred_at; order by a time in "
-            "the payload and prove it in a test of your own"
-        )
-    if webhook.state is None:
-        pytest.skip("define state(body) to prove that stale events are ignored")
-    older_type = webhook.older_event_type or webhook.event_type
-    older_of = webhook.older_body or (lambda newer: newer)
     now = clock.now()
     earlier = now - STALE_BY
     with intake(webhook.url) as desk:
+        order = _Ordering.of(webhook, desk)
         # The older event alone must set another state, or the case proves nothing.
-        alone = webhook.body()
-        desk.deliver(
-            webhook.signed(older_of(alone), event_type=older_type, occurred_at=earlier)
-        )
-        older_state = webhook.state(alone)
+        older_state = order.older(webhook.body(), earlier)
         newer = webhook.body()
-        desk.deliver(webhook.signed(newer, occurred_at=now))
-        newer_state = webhook.state(newer)
-        if older_state == newer_state:
-            raise g.CannotCheck(
-                "webhook order",
-                f"the older {older_type} event sets the same state as the newer "
-                f"{webhook.event_type} ({g.shown(newer_state)}); give an older "
-                "event that sets another (older_event_type, older_body)",
-            )
-        desk.deliver(
-            webhook.signed(older_of(newer), event_type=older_type, occurred_at=earlier)
-        )
-        final = webhook.state(newer)
+        newer_state = order.newer(newer, now)
+        order.require_distinct(older_state, newer_state)
+        final = order.older(newer, earlier)
     if final != newer_state:
         raise g.broken(
             STALE_WEBHOOK,
             f"{webhook.source}: {webhook.event_type} of {now:%H:%M:%S} set "
             f"{g.shown(newer_state)}",
-            f"then {older_type} of {earlier:%H:%M:%S} arrived and set {g.shown(final)}",
+            f"then {order.older_type} of {earlier:%H:%M:%S} arrived and set "
+            f"{g.shown(final)}",
             "order by event.is_stale(<the stamp of the state>), never by arrival",
         )
 
 
+def check_webhook_newer_after_older(webhook: Webhook) -> None:
+    """An older event arrives first, a newer one about the same object after
+    it, both late (a provider's backlog): the newer one must be applied. A
+    handler that stamps its state with the arrival time ignores it."""
+    __tracebackhide__ = True
+    # Both happened a while ago and arrive now, the older one first.
+    earlier = clock.now() - STALE_BY
+    later = earlier + STALE_BY / 2
+    with intake(webhook.url) as desk:
+        order = _Ordering.of(webhook, desk)
+        # What the newer event sets on its own, on an object of its own.
+        newer_state = order.newer(webhook.body(), later)
+        subject = webhook.body()
+        older_state = order.older(subject, earlier)
+        order.require_distinct(older_state, newer_state)
+        final = order.newer(subject, later)
+    if final != newer_state:
+        raise g.broken(
+            NEWER_WEBHOOK,
+            f"{webhook.source}: {order.older_type} of {earlier:%H:%M:%S} arrived "
+            f"first and set {g.shown(older_state)}",
+            f"then {webhook.event_type} of {later:%H:%M:%S} arrived and left "
+            f"{g.shown(final)}; on its own it sets {g.shown(newer_state)}",
+            "stamp the state with event.occurred_at, never the arrival time, and "
+            "apply every event that is not event.is_stale(<that stamp>)",
+        )
+
+
+@dataclass
+class _Ordering:
+    """Deliver the order cases' older and newer events about an object, and
+    read the state each leaves."""
+
+    webhook: Webhook
+    desk: Intake
+    state: Callable[[Any], Any]
+    older_type: str
+    older_body: Callable[[Any], Any]
+
+    @classmethod
+    def of(cls, webhook: Webhook, desk: Intake) -> "_Ordering":
+        """Skip the order cases where events cannot be ordered."""
+        if webhook.sign is None and not _carries_event_time(webhook.source):
+            pytest.skip(
+                f"{verifier_kind(webhook.source)} deliveries carry no event time, "
+                "so handlers cannot order them by event.occurred_at; order by a "
+                "time in the payload and prove it in a test of your own"
+            )
+        if webhook.state is None:
+            pytest.skip("define state(body) to prove that events apply in order")
+        return cls(
+            webhook,
+            desk,
+            webhook.state,
+            webhook.older_event_type or webhook.event_type,
+            webhook.older_body or (lambda newer: newer),
+        )
+
+    def older(self, body, occurred_at: datetime):
+        """Deliver the older event about ``body``'s object; return its state."""
+        older = self.older_body(body)
+        self.desk.deliver(
+            self.webhook.signed(
+                older, event_type=self.older_type, occurred_at=occurred_at
+            )
+        )
+        return self.state(body)
+
+    def newer(self, body, occurred_at: datetime):
+        """Deliver the event about ``body``; return the state it leaves."""
+        self.desk.deliver(self.webhook.signed(body, occurred_at=occurred_at))
+        return self.state(body)
+
+    def require_distinct(self, older_state, newer_state) -> None:
+        if older_state == newer_state:
+            raise g.CannotCheck(
+                "webhook order",
+                f"the older {self.older_type} event sets the same state as the "
+                f"newer {self.webhook.event_type} ({g.shown(newer_state)}), so "
+                "their order cannot show; give an older event that sets another "
+                "(older_event_type, older_body)",
+            )
+
+
 # Every case of a webhook, for ``pytest.mark.parametrize("check", ...)``.
-WEBHOOK_CHECKS = (check_webhook_redelivery, check_webhook_crash, check_webhook_order)
+WEBHOOK_CHECKS = (
+    check_webhook_redelivery,
+    check_webhook_crash,
+    check_webhook_order,
+    check_webhook_newer_after_older,
+)
 
 
 def _carries_event_time(source) -> bool:
@@ -332,6 +403,7 @@ def _receipt(delivery: SignedDelivery):
 
 __all__ = [
     "CRASHED_WEBHOOK",
+    "NEWER_WEBHOOK",
     "REDELIVERED_WEBHOOK",
     "STALE_BY",
     "STALE_WEBHOOK",
@@ -339,6 +411,7 @@ __all__ = [
     "Intake",
     "Webhook",
     "check_webhook_crash",
+    "check_webhook_newer_after_older",
     "check_webhook_order",
     "check_webhook_redelivery",
     "collect",

@@ -34,7 +34,7 @@ class WebhookSuite(Suite):
         return newer
 
     # A method state(body) reading the state the event about body sets:
-    # enables the order case.
+    # enables the order cases.
     state = None
     # A method sign(body, *, event_type, delivery_id, occurred_at) returning a
     # SignedDelivery, for a verifier of one's own.
@@ -61,6 +61,9 @@ class WebhookSuite(Suite):
 
     def test_an_older_event_arriving_late_is_ignored(self):
         deliveries.check_webhook_order(self.webhook())
+
+    def test_a_newer_event_arriving_after_an_older_one_is_applied(self):
+        deliveries.check_webhook_newer_after_older(self.webhook())
 
 
 __all__ = ["SignedDelivery", "WebhookSuite"]

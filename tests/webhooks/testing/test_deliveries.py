@@ -7,9 +7,11 @@ import uuid
 import pytest
 from django.core import mail
 
+from idempotency.shared.testing.guarantees import CannotCheck
 from tests.testapp.models import Order, Widget
 from tests.testing import broken
 from tests.testing.helpers import broken_message, widget_count
+from tests.webhooks.testing import broken_handlers
 from webhooks import handlers
 from webhooks.testing import deliveries
 from webhooks.testing.deliveries import Webhook
@@ -128,10 +130,59 @@ def test_a_handler_trusting_arrival_order_lets_an_older_event_win(source):
     assert "order by event.is_stale(" in message
 
 
+@pytest.mark.parametrize("source", TIMED)
+def test_an_order_aware_handler_applies_the_newer_event_after_the_older(source):
+    deliveries.check_webhook_newer_after_older(payments(source))
+
+
+@pytest.mark.parametrize("source", TIMED)
+def test_a_handler_stamping_arrival_time_ignores_a_newer_event(source):
+    webhook = payments(source, broken_handlers.pay_stamped_on_arrival)
+    deliveries.check_webhook_order(webhook)  # the one direction holds
+
+    message = broken_message(deliveries.check_webhook_newer_after_older, webhook)
+
+    assert message.startswith(
+        "Guarantee broken: an event newer than the state it would overwrite is "
+        "applied, even when it arrives after an older one.\n"
+    )
+    assert "kit.payment of" in message
+    assert 'arrived first and set "payment_failed"' in message
+    assert 'arrived and left "payment_failed"; on its own it sets "paid"' in message
+    assert "never the arrival time" in message
+
+
+@pytest.mark.parametrize("source", TIMED)
+def test_a_handler_trusting_arrival_order_passes_only_the_newer_direction(source):
+    # Symmetric to the case above: each direction catches what the other misses.
+    webhook = payments(source, broken.pay_in_arrival_order)
+
+    deliveries.check_webhook_newer_after_older(webhook)
+
+
+ORDER_CHECKS = pytest.mark.parametrize(
+    "check",
+    [deliveries.check_webhook_order, deliveries.check_webhook_newer_after_older],
+    ids=lambda check: check.__name__,
+)
+
+
+@ORDER_CHECKS
+def test_the_order_cases_say_which_precondition_fails(check):
+    webhook = payments("kit-stripe")
+    webhook.older_body = lambda newer: newer  # the older event also pays
+
+    with pytest.raises(CannotCheck, match="sets the same state as the newer"):
+        check(webhook)
+
+
+@ORDER_CHECKS
 @pytest.mark.parametrize("source", UNTIMED)
-def test_the_order_case_is_skipped_where_deliveries_carry_no_event_time(source):
+def test_the_order_cases_are_skipped_where_deliveries_carry_no_event_time(
+    check, source
+):
     with pytest.raises(pytest.skip.Exception, match="carry no event time"):
-        deliveries.check_webhook_order(payments(source))
+        check(payments(source))
 
 
 def test_a_handler_mailing_from_its_transaction_mails_twice_after_a_crash():

@@ -1,0 +1,17 @@
+"""Webhook handlers that break an ordering guarantee on purpose: the kit must
+say which. Tests register them on their own source."""
+
+from idempotency.shared import clock
+from tests.testapp.models import Order
+
+
+def pay_stamped_on_arrival(event):
+    """Orders by staleness, but stamps the state with the arrival time: an
+    event that happened before the last one arrived looks stale, so a newer
+    event delivered after an older one is ignored."""
+    order = Order.objects.select_for_update().get(pk=event.data["data"]["order"])
+    if event.is_stale(order.payment_updated_at):
+        return
+    order.status = event.data["data"]["status"]
+    order.payment_updated_at = clock.now()
+    order.save()
