@@ -5,12 +5,12 @@ import time
 
 import pytest
 from celery.contrib.testing.worker import start_worker
-from django.db import connections, transaction
 from django.test import Client, override_settings
 from django.utils import timezone
 
 from tests.conftest import run_concurrently
 from tests.webhooks import signing
+from tests.webhooks.locks import HOLD, receipt_held_by_another_worker
 from webhooks import processing
 from webhooks.handlers import on
 from webhooks.models import WebhookReceipt, WebhookRejection
@@ -115,32 +115,14 @@ def test_a_worker_finding_the_receipt_locked_leaves_at_once_without_running_it(r
         body=signing.event_body("evt_race"),
         received_at=timezone.now(),
     ).pk
-    hold = 5.0
-    locked, release = threading.Event(), threading.Event()
-
-    def holder():
-        # Another worker in the middle of processing: the row lock, held.
-        try:
-            with transaction.atomic():
-                WebhookReceipt.objects.select_for_update().get(pk=pk)
-                locked.set()
-                release.wait(hold)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=holder)
-    thread.start()
-    try:
-        assert locked.wait(10), "the holder never took the lock"
+    # Another worker in the middle of processing: the row lock, held.
+    with receipt_held_by_another_worker(pk):
         started = time.monotonic()
         outcome = processing.process(pk)
         elapsed = time.monotonic() - started
-    finally:
-        release.set()
-        thread.join(hold + 5)
 
     assert outcome == processing.Outcome.BUSY
-    assert elapsed < hold / 5
+    assert elapsed < HOLD / 5
     assert runs == []
     assert WebhookReceipt.objects.get().state == "received"
 

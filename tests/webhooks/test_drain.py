@@ -5,9 +5,10 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import connections, transaction
+from django.db import connections
 from django.utils import timezone
 
+from tests.webhooks.locks import HOLD, receipt_held_by_another_worker
 from webhooks import processing
 from webhooks.handlers import on
 from webhooks.models import WebhookReceipt
@@ -80,31 +81,13 @@ def test_a_drain_skips_a_receipt_another_worker_holds_at_once_and_takes_the_next
         ).pk
         for offset, name in enumerate(("held", "free"))
     )
-    hold = 5.0
-    locked, release = threading.Event(), threading.Event()
-
-    def holder():
-        # Another worker in the middle of processing the older receipt.
-        try:
-            with transaction.atomic():
-                WebhookReceipt.objects.select_for_update().get(pk=held)
-                locked.set()
-                release.wait(hold)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=holder)
-    thread.start()
-    try:
-        assert locked.wait(10), "the holder never took the lock"
+    # Another worker in the middle of processing the older receipt.
+    with receipt_held_by_another_worker(held):
         started = time.monotonic()
         taken = processing.process_next()
         elapsed = time.monotonic() - started
-    finally:
-        release.set()
-        thread.join(hold + 5)
 
     assert taken == free
-    assert elapsed < hold / 5
+    assert elapsed < HOLD / 5
     states = dict(WebhookReceipt.objects.values_list("pk", "state"))
     assert states == {held: "received", free: "skipped"}
