@@ -13,3 +13,7 @@ MESSAGE_ID_HEADER = "once-message-id"
 # headers exchange on any of them. Debezium's router sends the headers column
 # under the same name.
 EVENT_HEADERS = "once-headers"
+# The intent an event serves (``idempotency.shared.units``): a SHA-256 digest,
+# never a raw client key. record() inside a unit writes it; the inbox hands it
+# to the consumer's unit, which passes it on.
+INTENT_HEADER = "once-intent"

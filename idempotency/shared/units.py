@@ -1,0 +1,86 @@
+"""A unit of work: one hop of an intent, with a stable identity.
+
+Three things are units: a keyed request (scope, operation, key), an inbox
+delivery (subscriber, message id) and a webhook receipt (source, delivery
+id). Each app's handle (``request.idempotency``, the inbox ``Delivery``, the
+handler's ``Event``) carries one as ``.unit`` and offers ``derive(step)``.
+
+The *intent* is the identity of the unit that started the chain. A unit
+started by a client or a provider is its own intent; a consumer's unit
+inherits the intent its message carries, so three hops later the work still
+names the request that caused it. Neither ever holds a raw client key: both
+are SHA-256 digests.
+"""
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+# The kinds of unit; each app builds only its own.
+KEYS = "keys"
+INBOX = "inbox"
+WEBHOOKS = "webhooks"
+
+# What derive() hashes the intent from; a step of that name derives it too,
+# which is harmless: the intent is no secret, only never the raw key.
+INTENT_STEP = "once:intent"
+
+
+def _digest(parts: tuple[str, ...]) -> str:
+    # The unit separator cannot appear in a header-borne key or a message id
+    # the apps accept, so distinct parts never hash alike.
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One hop's identity: what it is (``kind``) and what names it (``parts``).
+
+    ``parts`` hold what is unique on the app's record, in the order its unique
+    constraint names them. ``inherited_intent`` is the intent a consumed
+    message carried, or "" for a unit that starts a chain.
+    """
+
+    kind: str
+    parts: tuple[str, ...]
+    inherited_intent: str = field(default="", compare=False)
+
+    def derive(self, step: str) -> str:
+        """A key for the downstream call ``step``: the same on every retry and
+        redelivery of this unit, different for any other unit."""
+        # Keys hash (scope, operation, key, step) as 0.1 did, so keys derived
+        # before units existed stay the same; the other kinds name themselves.
+        prefix = self.parts if self.kind == KEYS else (self.kind, *self.parts)
+        return _digest((*prefix, step))
+
+    @property
+    def identity(self) -> str:
+        """This unit's own id (64 hex digits): where its steps are stored."""
+        return self.derive("")
+
+    @property
+    def intent(self) -> str:
+        """The id of the intent this unit serves (64 hex digits)."""
+        return self.inherited_intent or self.derive(INTENT_STEP)
+
+
+_current: ContextVar[Unit | None] = ContextVar("once_current_unit", default=None)
+
+
+def current() -> Unit | None:
+    """The unit whose code is running, if any: ``record()`` tags its events
+    with this unit's intent."""
+    return _current.get()
+
+
+@contextmanager
+def running(unit: Unit) -> Iterator[Unit]:
+    """Make ``unit`` the current one while its code runs (nests: a unit run
+    inside another is current until it ends, then the outer one is again)."""
+    token = _current.set(unit)
+    try:
+        yield unit
+    finally:
+        _current.reset(token)
