@@ -12,15 +12,17 @@ from .exceptions import LeaseLost, PayloadMismatch, RequestInFlight
 from .shared import units
 from .shared.signals import report
 
-# A first request took its key (and, in atomic mode, its work committed).
+# A request took its key (new, or a failed or lapsed one taken over): attempt.
+# Atomic mode: sent when its work and answer commit; lease mode: when the
+# claim commits, before the view runs.
 key_claimed = Signal()
 # A stored answer was sent again: status.
 key_replayed = Signal()
-# The key was in flight elsewhere and the request got 409.
+# The key was in flight elsewhere and the request got 409: problem.
 key_conflict = Signal()
-# The key came back with a different request: 422.
+# The key came back with a different request (422): problem.
 key_mismatch = Signal()
-# The view's work failed or was not kept: status, reason.
+# The view's work was rolled back: status, reason (one of FAILURES).
 key_failed = Signal()
 
 

@@ -10,13 +10,14 @@ from idempotency.shared.signals import report
 
 # record() wrote an event (sent when its transaction commits).
 event_recorded = Signal()
-# The relay published a batch: count, broker lag (seconds, oldest first).
+# The relay published a batch: count, lags (seconds from each event's
+# record() to its publish, oldest first).
 events_published = Signal()
-# A publish attempt failed and the event stays pending: error, attempts.
+# A publish attempt failed and the event backs off: error, attempts.
 publish_failed = Signal()
 # An event ran out of attempts and is dead: error, attempts.
 event_dead = Signal()
-# An operator requeued dead events: count, user.
+# An operator requeued dead or backing-off events: count, user, message_ids.
 events_requeued = Signal()
 
 

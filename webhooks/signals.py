@@ -10,17 +10,22 @@ from idempotency.shared.signals import report
 
 from .exceptions import SourceOutOfService, VerificationFailed
 
-# A verified delivery was stored for processing.
+# A verified delivery was stored for processing: reopened (a redelivery of
+# a failed receipt, to run again).
 delivery_accepted = Signal()
-# A delivery was refused: reason (the problem type's short name), status.
+# A delivery was refused: reason (the problem type's short name), status,
+# detail; source is "" when the URL named no configured source.
 delivery_rejected = Signal()
-# A resent delivery was answered from its receipt.
+# A resent delivery was answered from its receipt: original (that receipt's
+# delivery id), state.
 delivery_duplicate = Signal()
-# A receipt's handlers ran and committed.
+# A receipt's handlers ran and committed: receipt_id, state (processed, or
+# skipped when it has none).
 delivery_processed = Signal()
-# A receipt's handlers raised: error, attempts.
+# A receipt's handlers raised: receipt_id, error (the exception), attempts.
 delivery_failed = Signal()
-# An operator replayed receipts from the console: count, user.
+# An operator replayed receipts from the console: count, user, forced
+# (processed ones run again), receipt_ids.
 delivery_replayed = Signal()
 
 

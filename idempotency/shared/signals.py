@@ -53,7 +53,6 @@ def report(
     level: int | None,
     message: str,
     using: str | None = None,
-    exc_info=None,
     **kwargs,
 ) -> None:
     """Log one decision, then send its signal: the same ``kwargs`` are the
@@ -66,7 +65,8 @@ def report(
     ``level`` None: logged already, where the cause was found.
     """
     if level is not None and logger.isEnabledFor(level):
-        logger.log(level, message, kwargs, extra=kwargs, exc_info=exc_info)
+        # stacklevel: the record names the app's function that decided.
+        logger.log(level, message, kwargs, extra=kwargs, stacklevel=2)
     if using is None:
         send(signal, sender, **kwargs)
     else:
