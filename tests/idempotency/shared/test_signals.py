@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord
 from idempotency.shared import retention
-from idempotency.shared.signals import report, send, send_on_commit
+from idempotency.shared.signals import Reporter, send, send_on_commit
 from tests.signals import ReceiverFailed, listening, receiver_errors
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,20 +60,15 @@ def test_a_raising_receiver_is_logged_and_the_others_still_run(signal, caplog):
     assert len(receiver_errors(caplog)) == 1
 
 
-def test_report_logs_the_decision_with_its_fields_then_sends_them(signal, caplog):
+def test_a_reporter_logs_the_decision_with_its_fields_then_sends_them(signal, caplog):
     caplog.set_level(logging.INFO, logger="outbox")
-    report(
-        signal,
-        None,
-        logger=logging.getLogger("outbox"),
-        level=logging.INFO,
-        message="Did %(what)s",
-        what="it",
-    )
+    report = Reporter("outbox", "outbox.OutboxMessage")
+    report(signal, logging.INFO, "Did %(what)s", what="it")
+    report(signal, None, "Logged already", what="again")
 
     [log] = caplog.records
     assert (log.name, log.getMessage(), log.what) == ("outbox", "Did it", "it")
-    assert signal.heard == [{"what": "it"}]
+    assert signal.heard == [{"what": "it"}, {"what": "again"}]
 
 
 def test_the_purge_sends_each_kind_it_deleted_from_with_its_rows():
