@@ -1,6 +1,8 @@
 """The keys' signals and logs: one per decision, never the raw key."""
 
 import logging
+import re
+from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -8,6 +10,7 @@ from django.test import AsyncClient
 
 from idempotency.models import IdempotencyRecord
 from idempotency.shared import units
+from idempotency.signals import key_replayed
 from tests.signals import LOGGERS, listening, receiver_errors
 from tests.testapp import views
 from tests.testapp.models import Widget
@@ -148,3 +151,24 @@ def test_each_decision_is_logged_once_with_its_identity_and_never_the_key_or_bod
         text = f"{log.getMessage()} {vars(log)}"
         assert KEY not in text
         assert SECRET not in text
+
+
+def test_the_documented_audit_receiver_runs(api, caplog):
+    page = (Path(__file__).parents[2] / "docs" / "observability.md").read_text()
+    [code] = re.findall(r"```python\n(# orders/receivers\.py\n.*?)```", page, re.S)
+    module: dict = {}
+    exec(compile(code, "docs/observability.md", "exec"), module)
+    caplog.set_level(logging.INFO, logger="orders.audit")
+    try:
+        api.post("/t/widgets/", {"name": "a"}, key=KEY)
+        api.post("/t/widgets/", {"name": "a"}, key=KEY)
+    finally:
+        key_replayed.disconnect(module["audit_replay"])
+
+    record = IdempotencyRecord.objects.get()
+    unit = identity(record)["unit"]
+    [log] = [r for r in caplog.records if r.name == "orders.audit"]
+    assert log.getMessage() == (
+        f"answer replayed: {record.operation} for {record.scope} "
+        f"(status 201, request {unit[:12]})"
+    )
