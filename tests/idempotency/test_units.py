@@ -2,6 +2,8 @@
 ``derive(step)``, and the intent its view's events carry."""
 
 import pytest
+from asgiref.sync import async_to_sync
+from django.test import AsyncClient
 
 from idempotency.claims import Claim
 from idempotency.shared import units
@@ -102,3 +104,17 @@ def test_no_unit_is_current_outside_the_view(api):
     api.post("/atomic/", {}, key="k")
     assert unit_views.runs[0]["current"] is not None
     assert units.current() is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_async_view_runs_as_its_request_and_its_events_carry_the_intent(user):
+    client = AsyncClient()
+    client.force_login(user)
+    response = async_to_sync(client.post)(
+        "/async/", {}, content_type="application/json", headers={"Idempotency-Key": "k"}
+    )
+    assert response.status_code == 201
+
+    (run,) = unit_views.runs
+    assert run["current"] == run["unit"]
+    assert run["event_intent"] == run["unit"].intent

@@ -43,3 +43,10 @@ def book_shipment(*, event_type, aggregate_type, aggregate_id, payload, headers)
 @consumer_task("intent-tests.mailer", name="intent_tests.send_receipt")
 def send_receipt(*, event_type, aggregate_type, aggregate_id, payload, headers):
     _log("mailer")
+
+
+@consumer_task("intent-tests.bare", name="intent_tests.bare")
+def bare(*, payload):
+    """A task another producer sent: the ids are in the task's headers only."""
+    if _log("bare") == 1:
+        raise RuntimeError("fails once: the retry must keep the headers")

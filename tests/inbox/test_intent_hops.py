@@ -13,7 +13,7 @@ from inbox.models import InboxMessage
 from outbox import relay
 from outbox.models import OutboxMessage
 from outbox.publishers import CeleryTaskPublisher
-from tests.faults.processes import celery_worker, wait_until
+from tests.faults.processes import celery_worker, send_task, wait_until
 from tests.inbox import hop_consumers  # noqa: F401  (registers the tasks here too)
 from tests.servers import AMQP_URL
 
@@ -100,3 +100,24 @@ def test_the_third_hop_names_the_intent_of_the_request_that_started_it(
     # The client's key is in none of them.
     for value in (*derived, request.intent):
         assert KEY not in value
+
+
+def test_a_task_carries_the_intent_in_its_own_headers_across_a_retry(worker):
+    intent = units.Unit(units.WEBHOOKS, ("github", "d-1")).intent
+    send_task(
+        "intent_tests.bare",
+        queue=worker.queue,
+        kwargs={"payload": {}},
+        headers={"once-message-id": "m-1", "once-intent": intent},
+        broker_url=AMQP_URL,
+    )
+
+    wait_until(
+        lambda: InboxMessage.objects.filter(subscriber="intent-tests.bare").exists(),
+        "the bare consumer never applied",
+        worker=worker,
+    )
+    first, retried = runs(worker)
+    assert first == retried
+    assert first["parts"] == ["intent-tests.bare", "m-1"]
+    assert first["intent"] == intent
