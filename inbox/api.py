@@ -138,7 +138,7 @@ def intent_from(headers: dict | None = None) -> str | None:
     if isinstance(event_headers, str | bytes):
         try:
             event_headers = json.loads(event_headers)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep
             return None
     if isinstance(event_headers, dict):
         return event_headers.get(INTENT_HEADER) or None

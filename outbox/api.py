@@ -60,7 +60,7 @@ def record(
             type=event_type,
             payload=payload,
             headers={
-                **_intent_of(units.current()),
+                **_intent_header(units.current()),
                 **(headers or {}),
                 MESSAGE_ID_HEADER: str(message_id),
             },
@@ -76,7 +76,7 @@ def record(
     return message_id
 
 
-def _intent_of(unit: units.Unit | None) -> dict:
+def _intent_header(unit: units.Unit | None) -> dict:
     """The header naming the intent the current unit serves, if one runs."""
     return {INTENT_HEADER: unit.intent} if unit is not None else {}
 

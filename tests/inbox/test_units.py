@@ -113,6 +113,7 @@ def test_the_intent_is_found_beside_or_inside_the_events_own_headers():
     assert intent_from({"once-headers": json.dumps({"once-intent": INTENT})}) == INTENT
     assert intent_from({"once-headers": b'{"once-intent": "%s"}' % INTENT.encode()})
     assert intent_from({"once-headers": "{not json"}) is None
+    assert intent_from({"once-headers": "[" * 100_000}) is None
     assert intent_from({"once-headers": ["a list"]}) is None
     assert intent_from({}) is None
     assert intent_from(None) is None
