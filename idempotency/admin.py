@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.shortcuts import redirect
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
+from django.utils.translation import ngettext_lazy
 
 from .console import admin as console
 from .models import IdempotencyRecord, OpsDashboard
@@ -91,20 +91,19 @@ class IdempotencyRecordAdmin(console.ReadOnlyAdmin):
             .update(state=State.FAILED, locked_until=None)
         )
         console.log_action(request, stuck, "Released stuck key (lease expired).")
-        skipped = queryset.count() - released
         self.report(
             request,
+            queryset,
             released,
-            skipped,
-            ngettext(
+            ngettext_lazy(
                 "Released %(count)d stuck key.",
                 "Released %(count)d stuck keys.",
-                released,
+                "count",
             ),
-            ngettext(
+            ngettext_lazy(
                 "%(count)d was not stuck and was left alone.",
                 "%(count)d were not stuck and were left alone.",
-                skipped,
+                "count",
             ),
         )
 

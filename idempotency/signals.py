@@ -9,7 +9,6 @@ import logging
 from django.dispatch import Signal
 
 from .exceptions import LeaseLost, PayloadMismatch, RequestInFlight
-from .shared import units
 from .shared.signals import Reporter
 
 # A request took its key (new, or a failed or lapsed one taken over): attempt.
@@ -42,12 +41,11 @@ FAILURES = (RAISED, ERROR_STATUS, INVALID, LEASE_LOST)
 def identity(claim, mode: str = "") -> dict:
     """What names a keyed request in a log line or a signal: never its key
     (``mode`` is "" where the caller cannot tell it)."""
-    unit = units.Unit(units.KEYS, (claim.scope, claim.operation, claim.key))
     return {
         "operation": claim.operation,
         "mode": mode,
         "scope": claim.scope,
-        "unit": unit.identity,
+        "unit": claim.unit.identity,
     }
 
 

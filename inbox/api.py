@@ -4,6 +4,7 @@ import functools
 import json
 import logging
 import random
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,8 +13,8 @@ from celery import Task, current_task, shared_task
 from celery.exceptions import Ignore, Reject, Retry
 from django.db import router, transaction
 
-from idempotency.shared import clock
-from idempotency.shared.headers import MESSAGE_ID_HEADER
+from idempotency.shared import clock, units
+from idempotency.shared.headers import EVENT_HEADERS, INTENT_HEADER, MESSAGE_ID_HEADER
 
 from . import signals
 from .conf import inbox_settings
@@ -26,6 +27,9 @@ from .models import InboxMessage
 DEBEZIUM_HEADER = "id"
 CLOUDEVENTS_HEADERS = ("ce_id", "ce-id")
 
+# An intent is a SHA-256 digest in hex (idempotency.shared.units).
+INTENT_PATTERN = re.compile(r"[0-9a-f]{64}")
+
 logger = logging.getLogger("inbox")
 
 
@@ -34,21 +38,49 @@ class Delivery:
     subscriber: str
     message_id: str
     duplicate: bool
+    # The intent the message carried ("" when none): the unit serves it.
+    inherited_intent: str = ""
+
+    @property
+    def unit(self) -> units.Unit:
+        return units.Unit(
+            units.INBOX,
+            (self.subscriber, self.message_id),
+            inherited_intent=self.inherited_intent,
+        )
+
+    @property
+    def intent(self) -> str:
+        """The intent this delivery serves: the one its message carried, or
+        its own when it carried none; ``record()`` in the block passes it on."""
+        return self.unit.intent
+
+    def derive(self, step: str) -> str:
+        """A key for the downstream call ``step``: the same on every
+        redelivery of this message to this subscriber."""
+        return self.unit.derive(step)
 
 
 @contextmanager
 def receive(
-    subscriber: str, message_id: str, *, using: str | None = None
+    subscriber: str,
+    message_id: str,
+    *,
+    intent: str | None = None,
+    using: str | None = None,
 ) -> Iterator[Delivery]:
     """Open (or join) a transaction and claim ``message_id`` for ``subscriber``.
 
     Run the business mutation inside the block, unless ``delivery.duplicate``.
     An exception rolls back the mutation and the claim together, so the
-    redelivery processes again.
+    redelivery processes again. ``intent`` is the one the message carried
+    (``intent_from(headers)``): the delivery serves it, and the block runs
+    with the delivery as the current unit.
     """
     if not subscriber or not message_id:
         raise MessageIdMissing("receive() needs a subscriber and a message id.")
     message_id = checked_message_id(message_id)
+    intent = checked_intent(intent)
     using = using or router.db_for_write(InboxMessage)
     # savepoint=False: inside the caller's transaction this costs no extra
     # round trips, and a failure must roll the caller's work back anyway.
@@ -56,9 +88,10 @@ def receive(
         inserted = InboxMessage.objects.claim(
             subscriber, message_id, clock.now(), using=using
         )
-        delivery = Delivery(subscriber, message_id, duplicate=not inserted)
+        delivery = Delivery(subscriber, message_id, not inserted, intent)
         signals.delivered(delivery, using=using)
-        yield delivery
+        with units.running(delivery.unit):
+            yield delivery
 
 
 def checked_message_id(message_id) -> str:
@@ -79,6 +112,39 @@ def checked_message_id(message_id) -> str:
     return message_id
 
 
+def checked_intent(intent) -> str:
+    """The intent a message carried, or "" when it carried none we can trust.
+
+    Like a malformed ``traceparent``, one that is not a 64-digit hex digest is
+    dropped, never refused: the delivery then starts an intent of its own,
+    where a refusal would kill a message over metadata.
+    """
+    if not intent:
+        return ""
+    if isinstance(intent, str) and INTENT_PATTERN.fullmatch(intent):
+        return intent
+    logger.warning("Dropped a malformed %s header: %.80r", INTENT_HEADER, intent)
+    return ""
+
+
+def intent_from(headers: dict | None = None) -> str | None:
+    """Find the intent a delivery carries: our header, else the one inside the
+    event's own headers (``once-headers``: Debezium's router sends only that
+    one, as JSON text)."""
+    headers = headers or {}
+    if headers.get(INTENT_HEADER):
+        return headers[INTENT_HEADER]
+    event_headers = headers.get(EVENT_HEADERS)
+    if isinstance(event_headers, str | bytes):
+        try:
+            event_headers = json.loads(event_headers)
+        except (ValueError, RecursionError):  # not JSON, or nested too deep
+            return None
+    if isinstance(event_headers, dict):
+        return event_headers.get(INTENT_HEADER) or None
+    return None
+
+
 def message_id_from(headers: dict | None = None, body=None) -> str | None:
     """Find the message id of a delivery: our header, Debezium's, CloudEvents'."""
     headers = headers or {}
@@ -92,7 +158,10 @@ def message_id_from(headers: dict | None = None, body=None) -> str | None:
 
 
 def consumer(
-    subscriber: str, *, message_id: str | Callable | None = None
+    subscriber: str,
+    *,
+    message_id: str | Callable | None = None,
+    intent: str | Callable | None = None,
 ) -> Callable[[Callable], Callable]:
     """Make a message handler apply each message once for ``subscriber``.
 
@@ -103,14 +172,18 @@ def consumer(
     ``message_id`` is a keyword argument name, a function of the handler's
     arguments, or None: then the ``headers`` keyword argument (see
     ``message_id_from``), the ``payload`` CloudEvent, a ``message_id`` keyword
-    argument, the Celery task's headers and finally its task id.
+    argument, the Celery task's headers and finally its task id. ``intent``
+    is found the same way (``intent_from``: the ``headers`` keyword argument,
+    then the task's headers). The handler runs with the delivery as the
+    current unit (``idempotency.shared.units.current()``).
     """
 
     def decorator(func):
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             found = _resolve(message_id, args, kwargs)
-            with receive(subscriber, found) as delivery:
+            carried = _intent_of(intent, args, kwargs)
+            with receive(subscriber, found, intent=carried) as delivery:
                 if delivery.duplicate:
                     return None
                 return func(*args, **kwargs)
@@ -139,6 +212,24 @@ def _resolve(spec, args, kwargs) -> str:
             "Cannot tell this delivery's message id; pass message_id= to @consumer."
         )
     return str(found)
+
+
+def _intent_of(spec, args, kwargs) -> str | None:
+    if callable(spec):
+        return spec(*args, **kwargs)
+    if spec is not None:
+        return kwargs.get(spec)
+    return intent_from(kwargs.get("headers")) or _intent_from_task()
+
+
+def _intent_from_task() -> str | None:
+    task = current_task._get_current_object()  # type: ignore[attr-defined]
+    if task is None or task.request.called_directly:
+        return None
+    request = task.request
+    return intent_from(
+        {name: request.get(name) for name in (INTENT_HEADER, EVENT_HEADERS)}
+    )
 
 
 def _from_task() -> str | None:
@@ -225,13 +316,14 @@ def consumer_task(
     *,
     name: str,
     message_id: str | Callable | None = None,
+    intent: str | Callable | None = None,
     **options,
 ) -> Callable[[Callable], Task]:
     """``@shared_task(name=..., base=ConsumerTask)`` over ``@consumer(...)``:
     a consumer task with the inbox's acks, retries and dead state."""
 
     def decorator(func):
-        handler = consumer(subscriber, message_id=message_id)(func)
+        handler = consumer(subscriber, message_id=message_id, intent=intent)(func)
         return shared_task(name=name, base=ConsumerTask, **options)(handler)
 
     return decorator

@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.db import transaction
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
+from django.utils.translation import ngettext_lazy
 
 from idempotency.console import admin as console
 from idempotency.shared import clock
@@ -122,20 +122,18 @@ class OutboxMessageAdmin(console.ReadOnlyAdmin):
                 # Publish them now, not at the next beat.
                 relay_kicker.on_commit(using)
                 signals.requeued(requeued, request.user, using=using)
-        done = len(requeued)
-        skipped = queryset.count() - done
         self.report(
             request,
-            done,
-            skipped,
-            ngettext(
-                "Requeued %(count)d message.", "Requeued %(count)d messages.", done
+            queryset,
+            len(requeued),
+            ngettext_lazy(
+                "Requeued %(count)d message.", "Requeued %(count)d messages.", "count"
             ),
-            ngettext(
+            ngettext_lazy(
                 "%(count)d was published, already queued or being published, "
                 "and was left alone.",
                 "%(count)d were published, already queued or being published, "
                 "and were left alone.",
-                skipped,
+                "count",
             ),
         )

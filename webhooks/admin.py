@@ -12,7 +12,7 @@ from django.db.models import Case, F, Q, TextField, When
 from django.db.models.functions import Cast
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
-from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext, ngettext, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from idempotency.console import admin as console
@@ -211,22 +211,19 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
             log="Replayed webhook receipt (enqueued again).",
         )
         signals.replayed(replayed, request.user, forced=False, using=queryset.db)
-        skipped = queryset.count() - len(replayed)
         self.report(
             request,
+            queryset,
             len(replayed),
-            skipped,
-            ngettext(
-                "Replayed %(count)d receipt.",
-                "Replayed %(count)d receipts.",
-                len(replayed),
+            ngettext_lazy(
+                "Replayed %(count)d receipt.", "Replayed %(count)d receipts.", "count"
             ),
-            ngettext(
+            ngettext_lazy(
                 "Skipped %(count)d receipt already processed or being "
                 "processed; use force reprocess to run a processed one again.",
                 "Skipped %(count)d receipts already processed or being "
                 "processed; use force reprocess to run a processed one again.",
-                skipped,
+                "count",
             ),
         )
 
@@ -250,22 +247,21 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
             log="Forced reprocessing of webhook receipt.",
         )
         signals.replayed(reopened, request.user, forced=True, using=queryset.db)
-        skipped = queryset.count() - len(reopened)
         self.report(
             request,
+            queryset,
             len(reopened),
-            skipped,
-            ngettext(
+            ngettext_lazy(
                 "Queued %(count)d receipt for reprocessing.",
                 "Queued %(count)d receipts for reprocessing.",
-                len(reopened),
+                "count",
             ),
-            ngettext(
+            ngettext_lazy(
                 "Skipped %(count)d receipt not processed, or changed since "
                 "the confirmation page was shown.",
                 "Skipped %(count)d receipts not processed, or changed since "
                 "the confirmation page was shown.",
-                skipped,
+                "count",
             ),
         )
         return None

@@ -7,7 +7,8 @@
         ...
 
 A handler runs inside the transaction that marks the receipt processed, so
-its database writes and the "processed" mark commit together or not at all.
+its database writes and the "processed" mark commit together or not at all,
+with the event's unit current: ``record()`` there carries the event's intent.
 Modules named ``webhooks`` in installed apps are imported on first dispatch.
 """
 
@@ -18,6 +19,8 @@ from functools import cached_property
 from typing import Any
 
 from django.utils.module_loading import autodiscover_modules
+
+from idempotency.shared import units
 
 from . import bodies
 
@@ -49,6 +52,20 @@ class Event:
             )
         except ValueError:
             return None
+
+    @property
+    def unit(self) -> units.Unit:
+        """This receipt's unit of work; a provider's delivery starts an intent."""
+        return units.Unit(units.WEBHOOKS, (self.source, self.delivery_id))
+
+    @property
+    def intent(self) -> str:
+        return self.unit.intent
+
+    def derive(self, step: str) -> str:
+        """A key for the downstream call ``step``: the same on every
+        redelivery and reprocessing of this delivery."""
+        return self.unit.derive(step)
 
     def is_stale(self, current: datetime | None) -> bool:
         """Whether this event is older than the state stamped ``current``."""

@@ -8,7 +8,7 @@ from typing import NoReturn
 
 from django.db import InterfaceError, OperationalError, router, transaction
 
-from idempotency.shared import clock
+from idempotency.shared import clock, units
 
 from . import signals
 from .exceptions import HandlerFailed, ReceiptUnreadable
@@ -127,7 +127,8 @@ def _run_handlers(receipt) -> Outcome:
         occurred_at=receipt.occurred_at,
     )
     for handler in handlers:
-        handler(event)
+        with units.running(event.unit):
+            handler(event)
     receipt.state = State.PROCESSED if handlers else State.SKIPPED
     receipt.attempts += 1
     receipt.last_error = ""

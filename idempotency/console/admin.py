@@ -70,12 +70,14 @@ class ReadOnlyAdmin(admin.ModelAdmin):
             obj.get_state_display(),
         )
 
-    def report(self, request, done: int, skipped: int, done_text, skipped_text):
-        """Tell the operator what an action did and what it left alone.
+    def report(self, request, queryset, done: int, done_text, skipped_text):
+        """Tell the operator what an action did to ``done`` of the rows
+        selected (``queryset``), and how many it left alone.
 
-        ``done_text`` and ``skipped_text`` are ``ngettext`` results with a
-        ``%(count)d`` placeholder.
+        ``done_text`` and ``skipped_text`` are ``ngettext_lazy(singular,
+        plural, "count")``: the count is filled in, singular or plural.
         """
+        skipped = queryset.count() - done
         text = done_text % {"count": done}
         if skipped:
             text += " " + skipped_text % {"count": skipped}

@@ -197,7 +197,7 @@ def check_lost_response(endpoint: Endpoint) -> None:
     first, before, ran_once = case.first(client, key)
     retry = case.send(client, key)
     after = case.effects()
-    problems = []
+    problems = g.Problems(g.LOST_RESPONSE, endpoint.describe(key))
     if after != ran_once:
         problems.append(f"the view ran again: {g.change(before, after, ran_once)}")
     if retry.status_code != first.status_code:
@@ -206,14 +206,9 @@ def check_lost_response(endpoint: Endpoint) -> None:
         problems.append("the retry's body differs from the first answer's")
     if not _replayed(retry):
         problems.append(f"the retry carries no {REPLAYED}: true")
-    if problems:
-        raise g.broken(
-            g.LOST_RESPONSE,
-            endpoint.describe(key),
-            *problems,
-            f"first answer: {g.answer(first)}",
-            f"retry:        {g.answer(retry)}",
-        )
+    problems.raise_if_any(
+        f"first answer: {g.answer(first)}", f"retry:        {g.answer(retry)}"
+    )
 
 
 def check_race(endpoint: Endpoint) -> None:
@@ -243,7 +238,7 @@ def check_race(endpoint: Endpoint) -> None:
     answers = run_concurrently(count, send)
     after = case.effects()
     ran = [a for a in answers if _is_response(a) and _ran(a)]
-    problems = []
+    problems = g.Problems(g.RACE, endpoint.describe(key))
     if after - before != delta:
         problems.append(
             f"{count} requests at once: {g.change(before, after, before + delta)}"
@@ -269,13 +264,7 @@ def check_race(endpoint: Endpoint) -> None:
                 )
         elif not _ran(answer):
             problems.append(f"request {index}: {g.answer(answer)}")
-    if problems:
-        raise g.broken(
-            g.RACE,
-            endpoint.describe(key),
-            *problems,
-            f"answers: {_tally(answers)}",
-        )
+    problems.raise_if_any(f"answers: {_tally(answers)}")
 
 
 def check_payload_mismatch(endpoint: Endpoint) -> None:
@@ -292,19 +281,17 @@ def check_payload_mismatch(endpoint: Endpoint) -> None:
     _, before, ran_once = case.first(client, key)
     reused = case.send(client, key, changed)
     after = case.effects()
-    problems = []
+    problems = g.Problems(
+        g.PAYLOAD_MISMATCH,
+        endpoint.describe(key),
+        f"first payload: {g.shown(case.payload)}",
+        f"then:          {g.shown(changed)}",
+    )
     if reused.status_code != 422:
         problems.append(f"the reused key answered {g.answer(reused)}, not 422")
     if after != ran_once:
         problems.append(f"the view ran for it: {g.change(before, after, ran_once)}")
-    if problems:
-        raise g.broken(
-            g.PAYLOAD_MISMATCH,
-            endpoint.describe(key),
-            f"first payload: {g.shown(case.payload)}",
-            f"then:          {g.shown(changed)}",
-            *problems,
-        )
+    problems.raise_if_any()
 
 
 def check_each_field_fingerprinted(endpoint: Endpoint) -> None:
@@ -325,7 +312,11 @@ def check_each_field_fingerprinted(endpoint: Endpoint) -> None:
     _, before, ran_once = case.first(client, key)
     if _record(key) is None:
         raise g.broken(g.FINGERPRINT, endpoint.describe(key), g.NOTHING_STORED)
-    problems = []
+    problems = g.Problems(
+        g.FINGERPRINT,
+        endpoint.describe(key),
+        f"first payload: {g.shown(case.payload)}",
+    )
     for change in changes:
         reused = case.send(client, key, change.payload)
         if reused.status_code != 422:
@@ -338,16 +329,11 @@ def check_each_field_fingerprinted(endpoint: Endpoint) -> None:
         problems.append(
             f"the view ran for a changed payload: {g.change(before, after, ran_once)}"
         )
-    if problems:
-        raise g.broken(
-            g.FINGERPRINT,
-            endpoint.describe(key),
-            f"first payload: {g.shown(case.payload)}",
-            *problems,
-            "a field the fingerprint leaves out lets another request replay "
-            "this one's answer; if leaving it out is deliberate, name it in "
-            "exclude_fields",
-        )
+    problems.raise_if_any(
+        "a field the fingerprint leaves out lets another request replay "
+        "this one's answer; if leaving it out is deliberate, name it in "
+        "exclude_fields"
+    )
 
 
 def check_failed_attempt(endpoint: Endpoint) -> None:
@@ -422,7 +408,11 @@ class _FailedAttempt:
         __tracebackhide__ = True
         retry = self.case.send(self.client, self.key)
         after = self.case.effects()
-        problems = []
+        problems = g.Problems(
+            guarantee,
+            self.case.endpoint.describe(self.key),
+            f"failure: {self.failure.where}; the attempt {self.outcome}",
+        )
         if self.failed != self.before:
             problems.append(
                 "the failed attempt left its effect: "
@@ -439,20 +429,13 @@ class _FailedAttempt:
         answered = self.answered
         if answered is not None and answered.status_code < 400:
             # Whatever happened next, the client was told it worked.
-            guarantee = g.FAILURE_NOT_STORED_AS_SUCCESS
+            problems.guarantee = g.FAILURE_NOT_STORED_AS_SUCCESS
             problems.insert(
                 0,
                 f"the view answered {answered.status_code} although it failed: "
                 "it caught the failure and answered a success",
             )
-        if problems:
-            raise g.broken(
-                guarantee,
-                self.case.endpoint.describe(self.key),
-                f"failure: {self.failure.where}; the attempt {self.outcome}",
-                *problems,
-                f"retry: {g.answer(retry)}",
-            )
+        problems.raise_if_any(f"retry: {g.answer(retry)}")
 
 
 def _failed_attempt(case: _Case, failing) -> _FailedAttempt:
@@ -497,7 +480,9 @@ def check_validation_failure(endpoint: Endpoint) -> None:
     refused = case.effects()
     corrected = case.send(client, key)
     after = case.effects()
-    problems = []
+    problems = g.Problems(
+        g.VALIDATION, endpoint.describe(key), f"refused: {g.answer(invalid)}"
+    )
     if refused != before:
         problems.append(
             f"the refused request left an effect: {g.change(before, refused, before)}"
@@ -516,13 +501,7 @@ def check_validation_failure(endpoint: Endpoint) -> None:
         )
     elif _record(key) is None:
         problems.append(g.NOTHING_STORED)
-    if problems:
-        raise g.broken(
-            g.VALIDATION,
-            endpoint.describe(key),
-            f"refused: {g.answer(invalid)}",
-            *problems,
-        )
+    problems.raise_if_any()
 
 
 def check_expiry(endpoint: Endpoint) -> None:
@@ -600,21 +579,16 @@ def check_other_scope(endpoint: Endpoint) -> None:
         )
     theirs = case.send(bob, key)
     after = case.effects()
-    problems = []
+    problems = g.Problems(
+        g.OTHER_SCOPE, endpoint.describe(key) + ", as alice then as bob"
+    )
     if _replayed(theirs):
         problems.append("bob's request with alice's key got alice's stored answer")
     elif not _ran(theirs):
         problems.append(f"bob's request did not run: {g.answer(theirs)}")
     elif after - ran_once != delta:
         problems.append(f"bob's request: {g.change(ran_once, after, ran_once + delta)}")
-    if problems:
-        raise g.broken(
-            g.OTHER_SCOPE,
-            endpoint.describe(key) + ", as alice then as bob",
-            *problems,
-            f"alice: {g.answer(first)}",
-            f"bob:   {g.answer(theirs)}",
-        )
+    problems.raise_if_any(f"alice: {g.answer(first)}", f"bob:   {g.answer(theirs)}")
 
 
 def check_derived_key(endpoint: Endpoint) -> None:
@@ -649,7 +623,11 @@ def check_derived_key(endpoint: Endpoint) -> None:
             )
         died = case.effects()
         record = _record(key)
-        problems = []
+        problems = g.Problems(
+            g.DERIVED_KEY,
+            endpoint.describe(key),
+            f"{endpoint.downstream} returned, then the process died",
+        )
         with controlled_clock() as clock:
             if record is not None and record.locked_until is not None:
                 with _short_wait():
@@ -685,13 +663,7 @@ def check_derived_key(endpoint: Endpoint) -> None:
         problems.append(f"the retry did not complete: {g.answer(retry)}")
     elif after - died != delta:
         problems.append(f"the retry: {g.change(died, after, died + delta)}")
-    if problems:
-        raise g.broken(
-            g.DERIVED_KEY,
-            endpoint.describe(key),
-            f"{endpoint.downstream} returned, then the process died",
-            *problems,
-        )
+    problems.raise_if_any()
 
 
 def check_downstream_key_scoped(endpoint: Endpoint) -> None:

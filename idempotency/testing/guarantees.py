@@ -4,6 +4,7 @@ every failure names it. The reporting is shared by every kit."""
 from idempotency.shared.testing.guarantees import (  # noqa: F401
     CannotCheck,
     GuaranteeBroken,
+    Problems,
     answer,
     broken,
     change,

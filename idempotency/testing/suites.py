@@ -63,22 +63,7 @@ class EndpointSuite(Suite):
         return kwargs.get("idempotency_key")
 
     def endpoint(self) -> endpoints.Endpoint:
-        self._required("url")
-        return endpoints.Endpoint(
-            url=self.url,
-            payload=self.payload,
-            effects=self.effects,
-            client=self.client,
-            method=self.method,
-            invalid_payload=self.invalid_payload,
-            changed_payload=self.changed_payload,
-            exclude_fields=self.exclude_fields,
-            fail=self.fail,
-            retry_horizon=self.retry_horizon,
-            downstream=self.downstream,
-            downstream_key=self.downstream_key,
-            concurrency=self.concurrency,
-        )
+        return self._subject(endpoints.Endpoint)
 
     def test_lost_response_replays_the_stored_answer(self):
         endpoints.check_lost_response(self.endpoint())

@@ -28,14 +28,7 @@ class ConsumerSuite(Suite):
         # A function set as a class attribute would bind as a method.
         if isinstance(consume, staticmethod):
             consume = consume.__func__
-        return consumers.Consumer(
-            consume=consume,
-            event_type=self._required("event_type"),
-            payload=self.payload,
-            effects=self.effects,
-            aggregate_type=self.aggregate_type,
-            deliver=self.deliver,
-        )
+        return self._subject(consumers.Consumer, consume=consume)
 
     def test_a_redelivered_message_is_applied_once(self):
         consumers.check_redelivery(self.consumer_under_test())

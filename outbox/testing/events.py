@@ -198,7 +198,7 @@ def check_published_twice(
             f"{[e.event_type for e in events] or 'none'}); record() events "
             "inside capture_events() on committed transactions",
         )
-    problems = []
+    problems = g.Problems(PUBLISHED_TWICE)
     for event, consumer in routed:
         before = g.measure(effects)
         deliver(consumer, event)
@@ -215,8 +215,7 @@ def check_published_twice(
             problems.append(
                 f"{event.event_type} {event.id}: {g.change(before, twice, once)}"
             )
-    if problems:
-        raise g.broken(PUBLISHED_TWICE, *problems)
+    problems.raise_if_any()
 
 
 def check_state_and_event_commit_together(

@@ -25,5 +25,5 @@ class OrderViewSet(
 
     def perform_create(self, serializer):
         claim = self.request.idempotency
-        order = orders.place(serializer, self.request.user, idempotency_key=claim.key)
+        order = orders.place(serializer, self.request.user)
         claim.set_resource(order)

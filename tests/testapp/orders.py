@@ -42,6 +42,5 @@ class OrderViewSet(
                 order.pk,
                 "order.created",
                 {"order": order.pk, "sku": order.sku, "quantity": order.quantity},
-                headers={"idempotency-key": claim.key} if claim.key else None,
             )
         claim.set_resource(order)

@@ -228,18 +228,15 @@ def check_webhook_crash(webhook: Webhook) -> None:
         after = g.measure(webhook.effects)
         _require_an_effect(webhook, before, after)
         delta = after - before
-        problems = []
+        problems = g.Problems(
+            CRASHED_WEBHOOK, f"processing's durable points: {points.describe()}"
+        )
         for number in range(1, len(points.points) + 1):
             for when in (BEFORE, AFTER):
                 problem = _crash_and_retry(webhook, desk, number, when, delta)
                 if problem:
                     problems.append(problem)
-    if problems:
-        raise g.broken(
-            CRASHED_WEBHOOK,
-            f"processing's durable points: {points.describe()}",
-            *problems,
-        )
+    problems.raise_if_any()
 
 
 def check_webhook_order(webhook: Webhook) -> None:
@@ -247,24 +244,7 @@ def check_webhook_order(webhook: Webhook) -> None:
     it: the older one must not overwrite the newer state."""
     __tracebackhide__ = True
     now = clock.now()
-    earlier = now - STALE_BY
-    with intake(webhook.url) as desk:
-        order = _Ordering.of(webhook, desk)
-        # The older event alone must set another state, or the case proves nothing.
-        older_state = order.older(webhook.body(), earlier)
-        newer = webhook.body()
-        newer_state = order.newer(newer, now)
-        order.require_distinct(older_state, newer_state)
-        final = order.older(newer, earlier)
-    if final != newer_state:
-        raise g.broken(
-            STALE_WEBHOOK,
-            f"{webhook.source}: {webhook.event_type} of {now:%H:%M:%S} set "
-            f"{g.shown(newer_state)}",
-            f"then {order.older_type} of {earlier:%H:%M:%S} arrived and set "
-            f"{g.shown(final)}",
-            "order by event.is_stale(<the stamp of the state>), never by arrival",
-        )
+    _check_in_turn(webhook, newer_first=True, older_at=now - STALE_BY, newer_at=now)
 
 
 def check_webhook_newer_after_older(webhook: Webhook) -> None:
@@ -275,24 +255,67 @@ def check_webhook_newer_after_older(webhook: Webhook) -> None:
     # Both happened a while ago and arrive now, the older one first.
     earlier = clock.now() - STALE_BY
     later = earlier + STALE_BY / 2
+    _check_in_turn(webhook, newer_first=False, older_at=earlier, newer_at=later)
+
+
+def _check_in_turn(
+    webhook: Webhook, *, newer_first: bool, older_at: datetime, newer_at: datetime
+) -> None:
+    """The order cases, one for each direction: an older and a newer event
+    about one object arrive in turn, and the newer one's state must be left.
+
+    The event that comes second is first delivered alone, about an object of
+    its own, to learn the state it sets by itself."""
+    __tracebackhide__ = True
     with intake(webhook.url) as desk:
         order = _Ordering.of(webhook, desk)
-        # What the newer event sets on its own, on an object of its own.
-        newer_state = order.newer(webhook.body(), later)
+        older = _Event(order.older_type, older_at, order.older)
+        newer = _Event(webhook.event_type, newer_at, order.newer)
+        first, second = (newer, older) if newer_first else (older, newer)
+        alone = second.deliver(webhook.body())
         subject = webhook.body()
-        older_state = order.older(subject, earlier)
+        first_state = first.deliver(subject)
+        if newer_first:
+            older_state, newer_state = alone, first_state
+        else:
+            older_state, newer_state = first_state, alone
         order.require_distinct(older_state, newer_state)
-        final = order.newer(subject, later)
-    if final != newer_state:
-        raise g.broken(
-            NEWER_WEBHOOK,
-            f"{webhook.source}: {order.older_type} of {earlier:%H:%M:%S} arrived "
-            f"first and set {g.shown(older_state)}",
-            f"then {webhook.event_type} of {later:%H:%M:%S} arrived and left "
-            f"{g.shown(final)}; on its own it sets {g.shown(newer_state)}",
+        final = second.deliver(subject)
+    if final == newer_state:
+        return
+    if newer_first:
+        guarantee, left = STALE_WEBHOOK, f"set {g.shown(final)}"
+        advice = "order by event.is_stale(<the stamp of the state>), never by arrival"
+    else:
+        guarantee = NEWER_WEBHOOK
+        left = f"left {g.shown(final)}; on its own it sets {g.shown(newer_state)}"
+        advice = (
             "stamp the state with event.occurred_at, never the arrival time, and "
-            "apply every event that is not event.is_stale(<that stamp>)",
+            "apply every event that is not event.is_stale(<that stamp>)"
         )
+    raise g.broken(
+        guarantee,
+        f"{webhook.source}: {first.describe()} arrived first and set "
+        f"{g.shown(first_state)}",
+        f"then {second.describe()} arrived and {left}",
+        advice,
+    )
+
+
+@dataclass
+class _Event:
+    """One of the order cases' two events: its type, its time, and how it is
+    delivered about an object (returning the state it leaves)."""
+
+    type: str
+    occurred_at: datetime
+    delivery: Callable[[Any, datetime], Any]
+
+    def deliver(self, body) -> Any:
+        return self.delivery(body, self.occurred_at)
+
+    def describe(self) -> str:
+        return f"{self.type} of {self.occurred_at:%H:%M:%S}"
 
 
 @dataclass

@@ -41,17 +41,7 @@ class WebhookSuite(Suite):
     sign = None
 
     def webhook(self) -> deliveries.Webhook:
-        return deliveries.Webhook(
-            source=self._required("source"),
-            event_type=self._required("event_type"),
-            body=self.body,
-            effects=self.effects,
-            url=self.url,
-            older_event_type=self.older_event_type,
-            older_body=self.older_body,
-            state=self.state,
-            sign=self.sign,
-        )
+        return self._subject(deliveries.Webhook)
 
     def test_a_redelivered_webhook_runs_its_handlers_once(self):
         deliveries.check_webhook_redelivery(self.webhook())

@@ -45,6 +45,26 @@ def broken(guarantee: str, *evidence: str) -> GuaranteeBroken:
     return GuaranteeBroken(guarantee, evidence)
 
 
+class Problems(list):
+    """What a check finds wrong with one guarantee, appended as it reads the
+    evidence; ``raise_if_any()`` ends the check.
+
+    ``context`` (what was sent, to which endpoint) opens the report, the
+    problems follow, then the closing evidence ``raise_if_any`` is given.
+    """
+
+    def __init__(self, guarantee: str, *context: str):
+        super().__init__()
+        self.guarantee = guarantee
+        self.context = context
+
+    def raise_if_any(self, *evidence: str) -> None:
+        """Raise ``GuaranteeBroken`` when a problem was found."""
+        __tracebackhide__ = True
+        if self:
+            raise GuaranteeBroken(self.guarantee, [*self.context, *self, *evidence])
+
+
 def change(before, after, expected) -> str:
     """``effects went 0 → 2 (expected 0 → 1)``."""
     return f"effects went {before} → {after} (expected {before} → {expected})"

@@ -1,6 +1,7 @@
 """What every kit's suite shares: the ``once`` marker, committed transactions
 and the messages for a subclass that forgot something."""
 
+import dataclasses
 import inspect
 from typing import Any
 
@@ -30,3 +31,15 @@ class Suite:
             raise NotImplementedError(
                 f"{type(self).__name__} must set {name}."
             ) from None
+
+    def _subject(self, kind: type, **given) -> Any:
+        """What the checks drive: ``kind``, a kit's dataclass, with each field
+        the suite's attribute of the same name unless ``given``."""
+        values = {}
+        for field in dataclasses.fields(kind):
+            if field.name in given:
+                continue
+            if field.default is field.default_factory is dataclasses.MISSING:
+                self._required(field.name)
+            values[field.name] = getattr(self, field.name)
+        return kind(**values, **given)
