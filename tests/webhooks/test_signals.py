@@ -93,11 +93,24 @@ def test_a_raising_receiver_never_breaks_the_intake_or_processing(handler, caplo
     assert len(receiver_errors(caplog)) == 2
 
 
-def test_a_refusal_is_logged_once_with_the_source_and_reason(caplog):
+def test_each_decision_is_logged_once_with_its_ids_and_never_the_body(handler, caplog):
     caplog.set_level(logging.DEBUG, logger="webhooks")
     deliver(**{"X-Hub-Signature-256": "sha256=" + "0" * 64})
+    deliver()
+    deliver()
 
-    [log] = [r for r in caplog.records if r.name == "webhooks"]
-    assert log.levelname == "WARNING"
-    assert (log.source, log.reason, log.status) == ("github", "bad-signature", 401)
-    assert signing.event_body("evt_1").decode() not in caplog.text
+    logged = [r for r in caplog.records if r.name == "webhooks"]
+    assert [(r.levelname, r.getMessage()) for r in logged] == [
+        ("WARNING", "Refused a delivery to 'github' (bad-signature): bad signature"),
+        ("DEBUG", "Accepted evt_1 from github"),
+        ("DEBUG", f"Receipt {WebhookReceipt.objects.get().pk} processed"),
+        ("INFO", "Duplicate evt_1 from github"),
+    ]
+    assert (logged[0].source, logged[0].reason, logged[0].status) == (
+        "github",
+        "bad-signature",
+        401,
+    )
+    assert all({k: getattr(r, k) for k in DELIVERY} == DELIVERY for r in logged[1:])
+    body = signing.event_body("evt_1").decode()
+    assert all(body not in f"{r.getMessage()} {vars(r)}" for r in caplog.records)
