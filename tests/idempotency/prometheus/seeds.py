@@ -1,0 +1,68 @@
+"""Rows in every state a gauge or a console figure counts."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from idempotency.models import IdempotencyRecord
+from inbox.models import InboxMessage
+from outbox.models import OutboxMessage
+from webhooks.models import WebhookReceipt
+
+
+def seed(now=None):
+    now = now or timezone.now()
+    for n, lease in enumerate([timedelta(minutes=5), *[timedelta(minutes=-5)] * 2]):
+        IdempotencyRecord.objects.create(
+            scope="user:1",
+            operation="op",
+            key=f"pending-{n}",
+            request_hash="h",
+            state="pending",
+            created_at=now,
+            expires_at=now + timedelta(days=1),
+            locked_until=now + lease,
+        )
+    for n, (state, error, age) in enumerate(
+        [
+            ("pending", "", 30),
+            ("pending", "ConnectionError: broker down", 400),
+            ("pending", "", 5),
+            ("dead", "gave up", 9000),
+            ("published", "", 60),
+        ]
+    ):
+        OutboxMessage.objects.create(
+            aggregatetype="order",
+            aggregateid=str(n),
+            type="order.created",
+            payload={},
+            state=state,
+            last_error=error,
+            created_at=now - timedelta(seconds=age),
+            available_at=now,
+            published_at=now if state == "published" else None,
+        )
+    for n, state in enumerate(["applied", "dead", "dead"]):
+        InboxMessage.objects.create(
+            subscriber="stock",
+            message_id=f"m-{n}",
+            received_at=now,
+            state=state,
+        )
+    for n, (source, state) in enumerate(
+        [
+            ("github", "received"),
+            ("github", "received"),
+            ("github", "failed"),
+            ("stripe", "received"),
+            ("stripe", "processed"),
+        ]
+    ):
+        WebhookReceipt.objects.create(
+            source=source,
+            delivery_id=f"d-{n}",
+            body=b"{}",
+            state=state,
+            received_at=now,
+        )

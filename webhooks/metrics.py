@@ -1,0 +1,80 @@
+"""The webhooks' Prometheus metrics: counters fed by their signals, and gauges
+read at scrape (imported only while IDEMPOTENCY["METRICS"] is on)."""
+
+from prometheus_client import Counter
+from prometheus_client.core import GaugeMetricFamily
+
+from idempotency.console.panels import count_up_to
+
+from . import signals
+from .conf import webhooks_settings
+from .models import WebhookReceipt
+
+# By configured source, never the delivery id.
+deliveries = Counter(
+    "once_webhooks_deliveries",
+    "Deliveries by what happened: accepted, duplicate, processed, failed, or "
+    "replayed by an operator.",
+    ["source", "outcome"],
+)
+rejections = Counter(
+    "once_webhooks_rejections",
+    "Deliveries refused at intake, by source and reason (the problem type).",
+    ["source", "reason"],
+)
+UNKNOWN = "unknown"
+
+
+def source_label(source) -> str:
+    """The source as a label: a configured source's name, else "unknown".
+
+    A rejected delivery's source is whatever the URL said: anyone could
+    otherwise add a label value per request.
+    """
+    return source if source in webhooks_settings.SOURCES else UNKNOWN
+
+
+def _counting(outcome):
+    def receiver(sender, *, source, count=1, **kwargs):
+        deliveries.labels(source_label(source), outcome).inc(count)
+
+    return receiver
+
+
+def on_rejected(sender, *, source, reason, **kwargs):
+    rejections.labels(source_label(source), reason).inc()
+
+
+RECEIVERS = [
+    (signals.delivery_accepted, _counting("accepted")),
+    (signals.delivery_duplicate, _counting("duplicate")),
+    (signals.delivery_processed, _counting("processed")),
+    (signals.delivery_failed, _counting("failed")),
+    (signals.delivery_replayed, _counting("replayed")),
+    (signals.delivery_rejected, on_rejected),
+]
+
+
+def gauges(now):
+    receipts = WebhookReceipt.objects
+    waiting = GaugeMetricFamily(
+        "once_webhooks_receipts_waiting",
+        "Receipts stored and not yet processed, by source (counted up to 10001).",
+        labels=["source"],
+    )
+    failed = GaugeMetricFamily(
+        "once_webhooks_receipts_failed",
+        "Receipts whose handlers failed, by source (counted up to 10001).",
+        labels=["source"],
+    )
+    # Per configured source, as the console counts them: bounded label values.
+    for source in webhooks_settings.SOURCES:
+        of_source = receipts.filter(source=source)
+        waiting.add_metric(
+            [source], count_up_to(of_source.filter(state=WebhookReceipt.State.RECEIVED))
+        )
+        failed.add_metric(
+            [source], count_up_to(of_source.filter(state=WebhookReceipt.State.FAILED))
+        )
+    yield waiting
+    yield failed
