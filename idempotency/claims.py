@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from django.db import DatabaseError, OperationalError, router, transaction
 
-from . import keys, responses
+from . import keys, responses, signals
 from .conf import idempotency_settings, key_ttl, outlasting_ttl
 from .exceptions import (
     AnonymousKey,
@@ -195,8 +195,12 @@ def execute(request, policy: Policy, produce: Callable):
             return _run_atomic(claim, store)
         return _run_lease(claim, store)
     except IdempotencyError as exc:
+        signals.refused(request, policy, exc)
         return problems.from_exception(exc, instance=request.path)
     except Invalid as invalid:
+        if (claim := getattr(request, "idempotency", None)) is not None:
+            status = invalid.response.status_code
+            signals.failed(claim, policy.mode, status=status, reason=signals.INVALID)
         return invalid.response
 
 
@@ -283,6 +287,7 @@ def _run_atomic(claim, store):
         with transaction.atomic(using=records.db):
             replay = _take(claim, records, lease=None)
             if replay is not None:
+                signals.replayed(claim, ATOMIC, replay)
                 return replay
             ran = True
             outcome = _run_view(claim, records, store)
@@ -321,13 +326,22 @@ def _run_view(claim, records, store) -> _Outcome:
     try:
         with transaction.atomic(using=records.db):
             response = store(claim, records)
+        signals.claimed(claim, ATOMIC, using=records.db)
         return _Outcome(response)
     except _Discard as discard:
+        _failed(
+            claim, ATOMIC, records, discard.response.status_code, signals.ERROR_STATUS
+        )
         return _Outcome(discard.response, recorded=_mark_failed(claim, records))
     except Invalid:
         raise
     except Exception as exc:
+        _failed(claim, ATOMIC, records, 500, signals.RAISED)
         return _Outcome(None, exc, recorded=_mark_failed(claim, records))
+
+
+def _failed(claim, mode, records, status, reason):
+    signals.failed(claim, mode, status=status, reason=reason, using=records.db)
 
 
 def _mark_failed(claim, records) -> bool:
@@ -354,7 +368,9 @@ def _run_lease(claim, store):
         # Sleep outside any transaction: nothing is locked while we wait.
         clock.sleep(POLL_INTERVAL)
     if replay is not None:
+        signals.replayed(claim, LEASE, replay)
         return replay
+    signals.claimed(claim, LEASE, using=records.db)
     try:
         with transaction.atomic(using=records.db):
             response = store(claim, records)
@@ -363,12 +379,16 @@ def _run_lease(claim, store):
         raise
     except _Discard as discard:
         _record_failure(claim, records, fenced=True)
+        _failed(
+            claim, LEASE, records, discard.response.status_code, signals.ERROR_STATUS
+        )
         return discard.response
     except Invalid:
         _withdraw(claim, records)
         raise
     except Exception:
         _record_failure(claim, records, fenced=True)
+        _failed(claim, LEASE, records, 500, signals.RAISED)
         raise
 
 
@@ -531,7 +551,10 @@ def _record_failure(claim, records, *, fenced):
     except DatabaseError:
         # The original failure matters more; the retry runs again either way.
         logger.warning(
-            "Could not record the failed attempt of %r", claim, exc_info=True
+            "Could not record the failed attempt",
+            exc_info=True,
+            # Only lease mode fences its failures.
+            extra=signals.identity(claim, LEASE if fenced else ATOMIC),
         )
 
 
@@ -549,7 +572,11 @@ def _withdraw(claim, records):
         ).delete()
     except DatabaseError:
         # The lease lapses on its own; the retry then takes the key over.
-        logger.warning("Could not withdraw the claim %r", claim, exc_info=True)
+        logger.warning(
+            "Could not withdraw the claim",
+            exc_info=True,
+            extra=signals.identity(claim, LEASE),
+        )
 
 
 def _write_failure(claim, records, *, fenced):

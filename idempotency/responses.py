@@ -10,6 +10,7 @@ from django.utils.cache import has_vary_header
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
+from . import signals
 from .conf import NEVER_REPLAYED, idempotency_settings
 from .exceptions import AnswerNotKept, AnswerNotShared
 
@@ -88,14 +89,15 @@ def keep(response, watch: SessionWatch) -> Answer | None:
     if not idempotency_settings.STORE_STATUS(status):
         if status >= 400:
             return None
-        return _not_kept(status, "STORE_STATUS declines it")
+        return _not_kept(watch, status, "STORE_STATUS declines it")
     stored = _api_rendering(response)
     if stored is response and watch.token_used():
         # The page embeds this session's CSRF token: never store it.
-        return _not_kept(status, "it carries the session's CSRF token")
+        return _not_kept(watch, status, "it carries the session's CSRF token")
     body = bytes(stored.content)
     if len(body) > idempotency_settings.MAX_STORED_BODY:
         return _not_kept(
+            watch,
             status,
             f"its body of {len(body)} bytes is larger than MAX_STORED_BODY "
             f"({idempotency_settings.MAX_STORED_BODY})",
@@ -105,13 +107,21 @@ def keep(response, watch: SessionWatch) -> Answer | None:
         # Set-Cookie or Vary: Cookie: replay it only to the session it went to.
         session = session_digest(watch.request)
         if not session:
-            return _not_kept(status, "it sets cookies for a client without a session")
+            return _not_kept(
+                watch, status, "it sets cookies for a client without a session"
+            )
     headers = {name: stored[name] for name in replay_header_names() if name in stored}
     return Answer(status, body, headers, session)
 
 
-def _not_kept(status: int, reason: str) -> Answer:
-    logger.warning("Not keeping the answer (status %s): %s", status, reason)
+def _not_kept(watch: SessionWatch, status: int, reason: str) -> Answer:
+    # Its record completes without it; a retry is refused (answer-not-kept).
+    logger.warning(
+        "Not keeping the answer (status %s): %s",
+        status,
+        reason,
+        extra=signals.identity(watch.request.idempotency),
+    )
     return Answer(status)
 
 

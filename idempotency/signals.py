@@ -1,9 +1,16 @@
 """What the keys feature decided, as signals (sent after the commit when the
 decision is a committed fact). Every one is sent with ``operation``, ``mode``
 and ``scope`` keyword arguments, never the raw key: use ``unit`` (the
-identity digest) to tell requests apart."""
+identity digest) to tell requests apart. The sender is ``IdempotencyRecord``.
+"""
+
+import logging
 
 from django.dispatch import Signal
+
+from .exceptions import LeaseLost, PayloadMismatch, RequestInFlight
+from .shared import units
+from .shared.signals import report
 
 # A first request took its key (and, in atomic mode, its work committed).
 key_claimed = Signal()
@@ -15,3 +22,117 @@ key_conflict = Signal()
 key_mismatch = Signal()
 # The view's work failed or was not kept: status, reason.
 key_failed = Signal()
+
+
+# Sending them, with one log line per decision on the "idempotency" logger.
+# Each takes the claim (``request.idempotency``) and the mode it ran in.
+
+logger = logging.getLogger("idempotency")
+
+
+def identity(claim, mode: str = "") -> dict:
+    """What names a keyed request in a log line or a signal: never its key
+    (``mode`` is "" where the caller cannot tell it)."""
+    unit = units.Unit(units.KEYS, (claim.scope, claim.operation, claim.key))
+    return {
+        "operation": claim.operation,
+        "mode": mode,
+        "scope": claim.scope,
+        "unit": unit.identity,
+    }
+
+
+def claimed(claim, mode: str, *, using: str) -> None:
+    report(
+        key_claimed,
+        _sender(),
+        logger=logger,
+        level=logging.DEBUG,
+        message="Key claimed for %(operation)s (attempt %(attempt)s)",
+        using=using,
+        attempt=claim.attempt,
+        **identity(claim, mode),
+    )
+
+
+def replayed(claim, mode: str, response) -> None:
+    report(
+        key_replayed,
+        _sender(),
+        logger=logger,
+        level=logging.INFO,
+        message="Replayed the stored answer (%(status)s) for %(operation)s",
+        status=response.status_code,
+        **identity(claim, mode),
+    )
+
+
+def failed(
+    claim, mode: str, *, status: int, reason: str, using: str | None = None
+) -> None:
+    """The view's work was rolled back: ``reason`` is one of ``FAILURES``."""
+    report(
+        key_failed,
+        _sender(),
+        logger=logger,
+        level=logging.WARNING if reason in (RAISED, LEASE_LOST) else logging.INFO,
+        message="Not kept (%(reason)s, status %(status)s): %(operation)s",
+        using=using,
+        status=status,
+        reason=reason,
+        **identity(claim, mode),
+    )
+
+
+# Why a keyed request's work was not kept (key_failed's ``reason``).
+RAISED = "raised"  # the view raised
+ERROR_STATUS = "error-status"  # it answered an error STORE_STATUS declines
+INVALID = "invalid"  # it failed validation before any mutation
+LEASE_LOST = "lease-lost"  # a newer attempt took the key over (lease mode)
+FAILURES = (RAISED, ERROR_STATUS, INVALID, LEASE_LOST)
+
+
+def refused(request, policy, exc) -> None:
+    """A problem answer instead of the view: conflict, mismatch, a lost lease
+    (failed) or a refusal of the key itself (logged only)."""
+    claim = getattr(request, "idempotency", None)
+    if isinstance(exc, LeaseLost):
+        failed(claim, policy.mode, status=exc.status, reason=LEASE_LOST)
+        return
+    if claim is None:  # refused before the scope was known
+        fields = {"operation": policy.operation, "mode": policy.mode}
+        fields.update(scope="", unit="")
+    else:
+        fields = identity(claim, policy.mode)
+    fields["problem"] = exc.type
+    message = "Refused (%(problem)s) for %(operation)s"
+    if isinstance(exc, RequestInFlight):
+        report(
+            key_conflict,
+            _sender(),
+            logger=logger,
+            level=logging.INFO,
+            message=message,
+            **fields,
+        )
+    elif isinstance(exc, PayloadMismatch):
+        report(
+            key_mismatch,
+            _sender(),
+            logger=logger,
+            level=logging.WARNING,
+            message=message,
+            **fields,
+        )
+    else:
+        # Anyone can mint keys in the anonymous scope: its cap says someone did.
+        level = logging.WARNING if exc.status == 429 else logging.INFO
+        logger.log(level, message, fields, extra=fields)
+
+
+def _sender():
+    # Imported here: a receiver's module may import this one before the
+    # models are ready.
+    from .models import IdempotencyRecord
+
+    return IdempotencyRecord

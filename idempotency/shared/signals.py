@@ -43,3 +43,30 @@ def send_on_commit(signal: Signal, sender, *, using: str, **kwargs) -> None:
     if not signal.receivers:
         return
     transaction.on_commit(lambda: send(signal, sender, **kwargs), using=using)
+
+
+def report(
+    signal: Signal,
+    sender,
+    *,
+    logger: logging.Logger,
+    level: int,
+    message: str,
+    using: str | None = None,
+    exc_info=None,
+    **kwargs,
+) -> None:
+    """Log one decision, then send its signal: the same ``kwargs`` are the
+    log record's ``extra`` and the receivers' arguments, so both name the
+    unit alike. ``message`` may name them (``%(operation)s``).
+
+    Sent after the commit on ``using`` when given (a committed fact), at
+    once otherwise (a refusal that commits nothing). Logged at once either
+    way: the log tells what was decided, even if it is then rolled back.
+    """
+    if logger.isEnabledFor(level):
+        logger.log(level, message, kwargs, extra=kwargs, exc_info=exc_info)
+    if using is None:
+        send(signal, sender, **kwargs)
+    else:
+        send_on_commit(signal, sender, using=using, **kwargs)
