@@ -15,6 +15,7 @@ from django.db import router, transaction
 from idempotency.shared import clock
 from idempotency.shared.headers import MESSAGE_ID_HEADER
 
+from . import signals
 from .conf import inbox_settings
 from .exceptions import InboxError, MessageIdInvalid, MessageIdMissing
 from .models import InboxMessage
@@ -55,9 +56,12 @@ def receive(
         inserted = InboxMessage.objects.claim(
             subscriber, message_id, clock.now(), using=using
         )
-        if not inserted:
-            logger.info("Dropped a redelivery of %s to %s", message_id, subscriber)
-        yield Delivery(subscriber, message_id, duplicate=not inserted)
+        delivery = Delivery(subscriber, message_id, duplicate=not inserted)
+        if inserted:
+            signals.received(delivery, using=using)
+        else:
+            signals.dropped(delivery, using=using)
+        yield delivery
 
 
 def checked_message_id(message_id) -> str:
@@ -192,7 +196,7 @@ class ConsumerTask(Task):
             # A refused message id is refused again on every retry.
             if not last and not isinstance(exc, InboxError):
                 raise self.retry(exc=exc, countdown=_backoff(attempt))
-            _bury(self, exc, attempt, args, kwargs)
+            buried = _bury(self, exc, attempt, args, kwargs)
         except Retry:
             raise
         except Exception as problem:
@@ -204,6 +208,7 @@ class ConsumerTask(Task):
                 self.name,
                 self.request.id,
                 problem,
+                extra={"task": self.name, "task_id": self.request.id},
             )
             raise Reject(problem, requeue=True) from exc
         logger.error(
@@ -212,6 +217,7 @@ class ConsumerTask(Task):
             self.request.id,
             attempt,
             exc,
+            extra={"task": self.name, "task_id": self.request.id, **buried},
         )
         # Recorded: ack the broker's copy (Ignore acks; a failure would not).
         raise Ignore() from exc
@@ -242,7 +248,8 @@ def _backoff(attempt: int) -> float:
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
-def _bury(task, exc, attempt, args, kwargs) -> None:
+def _bury(task, exc, attempt, args, kwargs) -> dict:
+    """Record the dead message; return its identity (for the log)."""
     request = task.request
     subscriber = getattr(task.run, "subscriber", task.name)
     try:
@@ -259,6 +266,7 @@ def _bury(task, exc, attempt, args, kwargs) -> None:
         redrive=_redrive(task, args, kwargs),
         using=router.db_for_write(InboxMessage),
     )
+    return {"subscriber": subscriber, "message_id": message_id}
 
 
 def _redrive(task, args, kwargs) -> dict | None:

@@ -11,6 +11,7 @@ from django.utils.translation import ngettext
 from idempotency.console import admin as console
 from idempotency.shared import clock
 
+from . import signals
 from .kicks import relay_kicker
 from .models import OutboxMessage
 
@@ -120,6 +121,7 @@ class OutboxMessageAdmin(console.ReadOnlyAdmin):
             if requeued:
                 # Publish them now, not at the next beat.
                 relay_kicker.on_commit(using)
+                signals.requeued(requeued, request.user, using=using)
         done = len(requeued)
         skipped = queryset.count() - done
         self.report(

@@ -8,6 +8,7 @@ from django.db import connections, router, transaction
 from idempotency.shared import clock
 from idempotency.shared.headers import MESSAGE_ID_HEADER
 
+from . import signals
 from .conf import DEBEZIUM, outbox_settings
 from .exceptions import NotInTransaction
 from .kicks import relay_kicker
@@ -49,7 +50,7 @@ def record(
         # Read the clock after the lock: in ordered mode created_at must follow
         # the commit of the previous writer of this aggregate.
         now = clock.now()
-        OutboxMessage.objects.using(using).create(
+        message = OutboxMessage.objects.using(using).create(
             id=message_id,
             aggregatetype=aggregate_type,
             aggregateid=aggregate_id,
@@ -65,6 +66,7 @@ def record(
             OutboxMessage.objects.using(using).filter(pk=message_id).delete()
         else:
             relay_kicker.on_commit(using)
+        signals.recorded(message, using=using)
     return message_id
 
 

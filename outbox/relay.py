@@ -29,6 +29,7 @@ from django.db.models.sql import UpdateQuery
 from idempotency.shared import clock
 from idempotency.shared.settings import as_timedelta
 
+from . import signals
 from .conf import DEBEZIUM, outbox_settings
 from .exceptions import OutboxConfigurationError
 from .models import OutboxMessage
@@ -153,7 +154,7 @@ def publish_batch(batch, publisher, *, using: str | None = None) -> DrainResult:
         refused = dict.fromkeys((message.id for message in due), exc)
     for message in due:
         if (error := refused.get(message.id)) is not None:
-            logger.warning("Publishing %s failed", message.id, exc_info=error)
+            # Logged with its outcome (backing off, or dead) by write_back.
             failed[message.id] = f"{type(error).__name__}: {error}"
     outcomes = write_back(batch, failed, using=using)
     return DrainResult(
@@ -214,9 +215,28 @@ def write_back(messages, failed, *, using: str | None = None) -> Counter:
     rows = _update_returning(
         OutboxMessage.objects.db_manager(using).filter(fence, state=State.PENDING),
         changes,
+        "id",
         "state",
     )
-    return Counter(state for (state,) in rows)
+    # SQLite returns the ids as text: read them as the model does.
+    to_uuid = OutboxMessage._meta.pk.to_python
+    _report(messages, failed, {to_uuid(pk): state for pk, state in rows}, now, using)
+    return Counter(state for _id, state in rows)
+
+
+def _report(messages, failed, states, now, using):
+    """Log and signal what was written back: ``states`` maps each message
+    this relay still owned to its new state."""
+    published = []
+    for message in messages:
+        state = states.get(message.id)
+        if state == State.PUBLISHED:
+            published.append(message)
+        elif state is not None:
+            error = failed[message.id]
+            signals.failed(message, error, dead=state == State.DEAD, using=using)
+    if published:
+        signals.published(published, now, using=using)
 
 
 def _datetime(value):

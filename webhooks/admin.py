@@ -17,7 +17,7 @@ from django.utils.translation import gettext_lazy as _
 
 from idempotency.console import admin as console
 
-from . import sources
+from . import signals, sources
 from .conf import webhooks_settings
 from .exceptions import REASONS, SourceMisconfigured
 from .models import WebhookReceipt, WebhookRejection
@@ -210,6 +210,7 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
             Q(state__in=WebhookReceipt.REPLAYABLE),
             log="Replayed webhook receipt (enqueued again).",
         )
+        signals.replayed(replayed, request.user, forced=False, using=queryset.db)
         skipped = queryset.count() - len(replayed)
         self.report(
             request,
@@ -248,6 +249,7 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
             _as_seen(seen),
             log="Forced reprocessing of webhook receipt.",
         )
+        signals.replayed(reopened, request.user, forced=True, using=queryset.db)
         skipped = queryset.count() - len(reopened)
         self.report(
             request,

@@ -1,6 +1,5 @@
 """Process one receipt at most once: lock, run its handlers, mark it."""
 
-import logging
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
@@ -11,11 +10,11 @@ from django.db import InterfaceError, OperationalError, router, transaction
 
 from idempotency.shared import clock
 
+from . import signals
 from .exceptions import HandlerFailed, ReceiptUnreadable
 from .handlers import Event, handlers_for
 from .models import WebhookReceipt
 
-logger = logging.getLogger("webhooks")
 State = WebhookReceipt.State
 # The stored traceback is for operators; the tail holds the useful part.
 MAX_ERROR_LENGTH = 4000
@@ -134,6 +133,7 @@ def _run_handlers(receipt) -> Outcome:
     receipt.last_error = ""
     receipt.processed_at = clock.now()
     receipt.save(update_fields=["state", "attempts", "last_error", "processed_at"])
+    signals.processed(receipt, using=receipt._state.db)
     return Outcome(receipt.state)
 
 
@@ -142,7 +142,12 @@ def _fail(receipts, receipt_id, exc) -> NoReturn:
     error = traceback.format_exc()[-MAX_ERROR_LENGTH:]
     # A short transaction of its own: the failed one rolled back.
     receipts.record_failure(receipt_id, error)
-    logger.warning("webhook receipt %s failed: %r", receipt_id, exc)
+    identity = (
+        receipts.filter(pk=receipt_id)
+        .values("source", "delivery_id", "event_type", "attempts")
+        .first()
+    )
+    signals.failed(receipt_id, exc, identity or {}, using=receipts.db)
     if isinstance(exc, ReceiptUnreadable):
         raise exc
     raise HandlerFailed(receipt_id, f"receipt {receipt_id}: {exc!r}") from exc

@@ -2,7 +2,6 @@
 
 import hashlib
 import json
-import logging
 
 from django.db import router, transaction
 from django.http import HttpResponse
@@ -12,7 +11,7 @@ from django.views.decorators.csrf import csrf_exempt
 from idempotency.shared import clock
 from idempotency.shared.problems import from_exception
 
-from . import bodies, sources
+from . import bodies, signals, sources
 from .conf import webhooks_settings
 from .exceptions import (
     REPLAYED_BODY,
@@ -25,7 +24,6 @@ from .exceptions import (
 )
 from .models import WebhookReceipt, WebhookRejection
 
-logger = logging.getLogger("webhooks")
 State = WebhookReceipt.State
 # Inserts one delivery tries while the receipts it conflicts with keep
 # disappearing (purged or deleted between the INSERT and the read).
@@ -54,15 +52,17 @@ class WebhookView(View):
             delivery = self.authenticate(config, body, request.headers)
             return self.accept(config, delivery, request, body)
         except WebhookError as refusal:
+            # An unknown source's name is the client's: never repeated.
+            known = not isinstance(refusal, UnknownSource)
+            signals.rejected(source if known else "", refusal)
             return from_exception(refusal)
 
     def authenticate(self, config, body, headers):
-        """The verified delivery; a refusal is counted and logged, then raised."""
+        """The verified delivery; a refusal is counted, then raised."""
         try:
             return config.verifier.authenticate(body, headers)
         except VerificationFailed as exc:
             self.count(config, exc.reason)
-            logger.warning("webhook %s refused: %s", config.name, exc.detail)
             raise
 
     def accept(self, config, delivery, request, body):
@@ -90,6 +90,9 @@ class WebhookView(View):
             )
             if pk is not None:
                 self.enqueue(pk, receipts.db)
+                signals.accepted(
+                    config.name, delivery, reopened=False, using=receipts.db
+                )
                 return _answer(202, delivery, State.RECEIVED)
             existing = receipts.duplicate_of(
                 config.name, delivery.delivery_id, body_sha256
@@ -107,16 +110,12 @@ class WebhookView(View):
             # A stored body under a new delivery id: a captured delivery sent
             # again. Answered as the duplicate it is, counted for operators.
             self.count(config, REPLAYED_BODY)
-            logger.warning(
-                "webhook %s: body of %s resent as %s",
-                config.name,
-                existing.delivery_id,
-                delivery.delivery_id,
-            )
         # A provider redelivering a failed event asks for another try.
         elif existing.state == State.FAILED and receipts.reopen_failed(existing.pk):
             self.enqueue(existing.pk, receipts.db)
+            signals.accepted(config.name, delivery, reopened=True, using=receipts.db)
             return _answer(202, delivery, State.RECEIVED)
+        signals.duplicate(config.name, delivery, existing)
         return _answer(200, delivery, existing.state, duplicate=True)
 
     def count(self, config, reason):

@@ -6,12 +6,16 @@ at a given time, re-applied to every batch. This module never imports the
 other apps, so dependencies keep pointing one way.
 """
 
+import logging
+
 from django.db import router, transaction
 from django.db.models import Subquery
 
 from . import clock, contributions
+from .signals import purged, report
 
 DEFAULT_BATCH_SIZE = 1000
+logger = logging.getLogger("idempotency")
 
 
 def purgeable_counts(now=None, *, cap=None) -> dict[str, int]:
@@ -63,13 +67,24 @@ def purge(
             name: sum(purgeable(now).count() for purgeable in purgeables)
             for name, purgeables in chosen.items()
         }
-    return {
-        name: sum(
+    deleted = {}
+    for name, purgeables in chosen.items():
+        deleted[name] = sum(
             _purge_rows(name, purgeable, now, batch_size, progress)
             for purgeable in purgeables
         )
-        for name, purgeables in chosen.items()
-    }
+        if deleted[name]:
+            # Each batch committed on its own: the rows are gone already.
+            report(
+                purged,
+                name,
+                logger=logger,
+                level=logging.INFO,
+                message="Purged %(rows)s %(kind)s row(s)",
+                kind=name,
+                rows=deleted[name],
+            )
+    return deleted
 
 
 def _purge_rows(name, purgeable, now, batch_size, progress) -> int:

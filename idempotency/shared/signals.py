@@ -20,7 +20,7 @@ step_done = Signal()
 # A unit gave up and every completed step's undo ran: kind, unit, intent,
 # steps (the names undone, in the order they ran), reason.
 unit_compensated = Signal()
-# The retention purge deleted rows: kind (the record's label), rows.
+# The retention purge deleted rows of a kind (the sender, and ``kind``): rows.
 purged = Signal()
 
 
@@ -50,7 +50,7 @@ def report(
     sender,
     *,
     logger: logging.Logger,
-    level: int,
+    level: int | None,
     message: str,
     using: str | None = None,
     exc_info=None,
@@ -63,8 +63,9 @@ def report(
     Sent after the commit on ``using`` when given (a committed fact), at
     once otherwise (a refusal that commits nothing). Logged at once either
     way: the log tells what was decided, even if it is then rolled back.
+    ``level`` None: logged already, where the cause was found.
     """
-    if logger.isEnabledFor(level):
+    if level is not None and logger.isEnabledFor(level):
         logger.log(level, message, kwargs, extra=kwargs, exc_info=exc_info)
     if using is None:
         send(signal, sender, **kwargs)
