@@ -18,11 +18,12 @@ events = Counter(
 )
 batch_seconds = Histogram(
     "once_outbox_relay_batch_seconds",
-    "How long the relay took to publish one batch and write it back.",
+    "How long the relay took to publish a batch and write it back (batches "
+    "that published at least one event).",
 )
 publish_lag = Histogram(
     "once_outbox_publish_lag_seconds",
-    "From an event's commit to the broker holding it.",
+    "From an event's recording to its publish written back.",
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
 )
 
@@ -34,8 +35,17 @@ def _counting(outcome):
     return receiver
 
 
+def on_published(sender, *, count, lags, seconds=None, **kwargs):
+    events.labels("published").inc(count)
+    for lag in lags:
+        publish_lag.observe(lag)
+    if seconds is not None:
+        batch_seconds.observe(seconds)
+
+
 RECEIVERS = [
     (signals.event_recorded, _counting("recorded")),
+    (signals.events_published, on_published),
     (signals.publish_failed, _counting("publish_failed")),
     (signals.event_dead, _counting("dead")),
     (signals.events_requeued, _counting("requeued")),

@@ -10,7 +10,9 @@ from idempotency.shared.signals import report
 
 # record() wrote an event (sent when its transaction commits).
 event_recorded = Signal()
-# The relay published a batch: count, broker lag (seconds, oldest first).
+# The relay published a batch: count, lags (seconds from each event's
+# recording, oldest first), seconds (the batch's publish and write-back, or
+# None when not timed).
 events_published = Signal()
 # A publish attempt failed and the event stays pending: error, attempts.
 publish_failed = Signal()
@@ -53,9 +55,10 @@ def recorded(message, *, using: str) -> None:
     )
 
 
-def published(messages, now, *, using: str) -> None:
+def published(messages, now, *, seconds: float | None, using: str) -> None:
     """``messages`` went out, oldest first; ``lags``: seconds from each one's
-    recording to ``now``, the moment its publish was written back."""
+    recording to ``now``, the moment its publish was written back;
+    ``seconds``: how long their batch took to publish and write back."""
     report(
         events_published,
         _sender(),
@@ -65,6 +68,7 @@ def published(messages, now, *, using: str) -> None:
         using=using,
         count=len(messages),
         lags=[(now - message.created_at).total_seconds() for message in messages],
+        seconds=seconds,
     )
 
 

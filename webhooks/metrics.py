@@ -13,8 +13,7 @@ from .models import WebhookReceipt
 # By configured source, never the delivery id.
 deliveries = Counter(
     "once_webhooks_deliveries",
-    "Deliveries by what happened: accepted, duplicate, processed, failed, or "
-    "replayed by an operator.",
+    "Deliveries by what happened: accepted, duplicate, processed or failed.",
     ["source", "outcome"],
 )
 rejections = Counter(
@@ -22,23 +21,33 @@ rejections = Counter(
     "Deliveries refused at intake, by source and reason (the problem type).",
     ["source", "reason"],
 )
+replays = Counter(
+    "once_webhooks_replayed",
+    "Receipts an operator replayed from the console (forced: processed ones "
+    "run again).",
+    ["forced"],
+)
 UNKNOWN = "unknown"
 
 
 def source_label(source) -> str:
     """The source as a label: a configured source's name, else "unknown".
 
-    A rejected delivery's source is whatever the URL said: anyone could
-    otherwise add a label value per request.
+    Whatever a URL says never becomes a label value: anyone could add one
+    per request. A failed receipt that is gone has no source ("").
     """
     return source if source in webhooks_settings.SOURCES else UNKNOWN
 
 
 def _counting(outcome):
-    def receiver(sender, *, source, count=1, **kwargs):
-        deliveries.labels(source_label(source), outcome).inc(count)
+    def receiver(sender, *, source="", **kwargs):
+        deliveries.labels(source_label(source), outcome).inc()
 
     return receiver
+
+
+def on_replayed(sender, *, count, forced, **kwargs):
+    replays.labels("true" if forced else "false").inc(count)
 
 
 def on_rejected(sender, *, source, reason, **kwargs):
@@ -50,7 +59,7 @@ RECEIVERS = [
     (signals.delivery_duplicate, _counting("duplicate")),
     (signals.delivery_processed, _counting("processed")),
     (signals.delivery_failed, _counting("failed")),
-    (signals.delivery_replayed, _counting("replayed")),
+    (signals.delivery_replayed, on_replayed),
     (signals.delivery_rejected, on_rejected),
 ]
 
