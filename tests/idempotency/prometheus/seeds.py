@@ -10,6 +10,19 @@ from outbox.models import OutboxMessage
 from webhooks.models import WebhookReceipt
 
 
+def outbox_message(n, recorded_at, **fields) -> OutboxMessage:
+    """An event of aggregate ``n``, unsaved; pending unless ``fields`` say."""
+    return OutboxMessage(
+        aggregatetype="order",
+        aggregateid=str(n),
+        type="order.created",
+        payload={},
+        created_at=recorded_at,
+        available_at=recorded_at,
+        **fields,
+    )
+
+
 def seed(now=None):
     now = now or timezone.now()
     for n, lease in enumerate([timedelta(minutes=5), *[timedelta(minutes=-5)] * 2]):
@@ -32,17 +45,13 @@ def seed(now=None):
             ("published", "", 60),
         ]
     ):
-        OutboxMessage.objects.create(
-            aggregatetype="order",
-            aggregateid=str(n),
-            type="order.created",
-            payload={},
+        outbox_message(
+            n,
+            now - timedelta(seconds=age),
             state=state,
             last_error=error,
-            created_at=now - timedelta(seconds=age),
-            available_at=now,
             published_at=now if state == "published" else None,
-        )
+        ).save()
     for n, state in enumerate(["applied", "dead", "dead"]):
         InboxMessage.objects.create(
             subscriber="stock",

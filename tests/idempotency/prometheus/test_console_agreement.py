@@ -12,7 +12,7 @@ from outbox.models import OutboxMessage
 from outbox.ops import _age
 
 from .scraping import METRICS_ON, scrape, value
-from .seeds import seed
+from .seeds import outbox_message, seed
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("metrics_on")]
 
@@ -75,15 +75,7 @@ def test_every_figure_the_console_shows_is_a_gauge_of_the_same_value(client, das
 def test_past_the_cap_both_stop_counting_at_the_same_row(client, dashboard):
     now = timezone.now()
     OutboxMessage.objects.bulk_create(
-        OutboxMessage(
-            aggregatetype="order",
-            aggregateid=str(n),
-            type="order.created",
-            payload={},
-            created_at=now,
-            available_at=now,
-        )
-        for n in range(COUNT_CAP + 5)
+        outbox_message(n, now) for n in range(COUNT_CAP + 5)
     )
 
     figures = dashboard()
