@@ -2,6 +2,7 @@
 registry the /metrics view serves."""
 
 import os
+import weakref
 
 from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
 
@@ -27,15 +28,16 @@ class GaugeCollector:
         return []
 
 
-_registered: set[int] = set()
+# Weak: a registry's id could be reused by a new one once it is gone.
+_registered: weakref.WeakSet = weakref.WeakSet()
 
 
 def register(registry: CollectorRegistry = REGISTRY) -> None:
     """Add the gauges to ``registry`` (a project's own, such as the default
     one django-prometheus serves); once per registry."""
-    if id(registry) not in _registered:
+    if registry not in _registered:
         registry.register(GaugeCollector())
-        _registered.add(id(registry))
+        _registered.add(registry)
 
 
 def served_registry() -> CollectorRegistry:
