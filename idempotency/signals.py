@@ -10,24 +10,33 @@ from django.dispatch import Signal
 
 from .exceptions import LeaseLost, PayloadMismatch, RequestInFlight
 from .shared import units
-from .shared.signals import report
+from .shared.signals import Reporter
 
-# A first request took its key (and, in atomic mode, its work committed).
+# A request took its key (new, or a failed or lapsed one taken over): attempt.
+# Atomic mode: sent when its work and answer commit; lease mode: when the
+# claim commits, before the view runs.
 key_claimed = Signal()
 # A stored answer was sent again: status.
 key_replayed = Signal()
-# The key was in flight elsewhere and the request got 409.
+# The key was in flight elsewhere and the request got 409: problem.
 key_conflict = Signal()
-# The key came back with a different request: 422.
+# The key came back with a different request (422): problem.
 key_mismatch = Signal()
-# The view's work failed or was not kept: status, reason.
+# The view's work was rolled back: status, reason (one of FAILURES).
 key_failed = Signal()
 
 
 # Sending them, with one log line per decision on the "idempotency" logger.
 # Each takes the claim (``request.idempotency``) and the mode it ran in.
 
-logger = logging.getLogger("idempotency")
+_report = Reporter("idempotency", "idempotency.IdempotencyRecord")
+
+# Why a keyed request's work was rolled back (key_failed's ``reason``).
+RAISED = "raised"  # the view raised
+ERROR_STATUS = "error-status"  # it answered an error STORE_STATUS declines
+INVALID = "invalid"  # it failed validation before any mutation
+LEASE_LOST = "lease-lost"  # a newer attempt took the key over (lease mode)
+FAILURES = (RAISED, ERROR_STATUS, INVALID, LEASE_LOST)
 
 
 def identity(claim, mode: str = "") -> dict:
@@ -43,12 +52,10 @@ def identity(claim, mode: str = "") -> dict:
 
 
 def claimed(claim, mode: str, *, using: str) -> None:
-    report(
+    _report(
         key_claimed,
-        _sender(),
-        logger=logger,
-        level=logging.DEBUG,
-        message="Key claimed for %(operation)s (attempt %(attempt)s)",
+        logging.DEBUG,
+        "Key claimed for %(operation)s (attempt %(attempt)s)",
         using=using,
         attempt=claim.attempt,
         **identity(claim, mode),
@@ -56,12 +63,10 @@ def claimed(claim, mode: str, *, using: str) -> None:
 
 
 def replayed(claim, mode: str, response) -> None:
-    report(
+    _report(
         key_replayed,
-        _sender(),
-        logger=logger,
-        level=logging.INFO,
-        message="Replayed the stored answer (%(status)s) for %(operation)s",
+        logging.INFO,
+        "Replayed the stored answer (%(status)s) for %(operation)s",
         status=response.status_code,
         **identity(claim, mode),
     )
@@ -70,26 +75,15 @@ def replayed(claim, mode: str, response) -> None:
 def failed(
     claim, mode: str, *, status: int, reason: str, using: str | None = None
 ) -> None:
-    """The view's work was rolled back: ``reason`` is one of ``FAILURES``."""
-    report(
+    _report(
         key_failed,
-        _sender(),
-        logger=logger,
-        level=logging.WARNING if reason in (RAISED, LEASE_LOST) else logging.INFO,
-        message="Not kept (%(reason)s, status %(status)s): %(operation)s",
+        logging.WARNING if reason in (RAISED, LEASE_LOST) else logging.INFO,
+        "Not kept (%(reason)s, status %(status)s): %(operation)s",
         using=using,
         status=status,
         reason=reason,
         **identity(claim, mode),
     )
-
-
-# Why a keyed request's work was not kept (key_failed's ``reason``).
-RAISED = "raised"  # the view raised
-ERROR_STATUS = "error-status"  # it answered an error STORE_STATUS declines
-INVALID = "invalid"  # it failed validation before any mutation
-LEASE_LOST = "lease-lost"  # a newer attempt took the key over (lease mode)
-FAILURES = (RAISED, ERROR_STATUS, INVALID, LEASE_LOST)
 
 
 def refused(request, policy, exc) -> None:
@@ -107,32 +101,10 @@ def refused(request, policy, exc) -> None:
     fields["problem"] = exc.type
     message = "Refused (%(problem)s) for %(operation)s"
     if isinstance(exc, RequestInFlight):
-        report(
-            key_conflict,
-            _sender(),
-            logger=logger,
-            level=logging.INFO,
-            message=message,
-            **fields,
-        )
+        _report(key_conflict, logging.INFO, message, **fields)
     elif isinstance(exc, PayloadMismatch):
-        report(
-            key_mismatch,
-            _sender(),
-            logger=logger,
-            level=logging.WARNING,
-            message=message,
-            **fields,
-        )
+        _report(key_mismatch, logging.WARNING, message, **fields)
     else:
         # Anyone can mint keys in the anonymous scope: its cap says someone did.
         level = logging.WARNING if exc.status == 429 else logging.INFO
-        logger.log(level, message, fields, extra=fields)
-
-
-def _sender():
-    # Imported here: a receiver's module may import this one before the
-    # models are ready.
-    from .models import IdempotencyRecord
-
-    return IdempotencyRecord
+        _report.logger.log(level, message, fields, extra=fields)

@@ -57,10 +57,7 @@ def receive(
             subscriber, message_id, clock.now(), using=using
         )
         delivery = Delivery(subscriber, message_id, duplicate=not inserted)
-        if inserted:
-            signals.received(delivery, using=using)
-        else:
-            signals.dropped(delivery, using=using)
+        signals.delivered(delivery, using=using)
         yield delivery
 
 

@@ -6,7 +6,7 @@ import logging
 
 from django.dispatch import Signal
 
-from idempotency.shared.signals import report
+from idempotency.shared.signals import Reporter
 
 # A message was applied for the first time.
 message_received = Signal()
@@ -16,37 +16,21 @@ duplicate_dropped = Signal()
 
 # Sending them, with one log line per decision on the "inbox" logger.
 
-logger = logging.getLogger("inbox")
+_report = Reporter("inbox", "inbox.InboxMessage")
 
 
-def _sender():
-    # Imported here: a receiver's module may import this one before the
-    # models are ready.
-    from .models import InboxMessage
-
-    return InboxMessage
-
-
-def received(delivery, *, using: str) -> None:
-    report(
-        message_received,
-        _sender(),
-        logger=logger,
-        level=logging.DEBUG,
-        message="Applying %(message_id)s for %(subscriber)s",
-        using=using,
-        subscriber=delivery.subscriber,
-        message_id=delivery.message_id,
-    )
-
-
-def dropped(delivery, *, using: str) -> None:
-    report(
-        duplicate_dropped,
-        _sender(),
-        logger=logger,
-        level=logging.INFO,
-        message="Dropped a redelivery of %(message_id)s to %(subscriber)s",
+def delivered(delivery, *, using: str) -> None:
+    """Applied for the first time, or dropped as a redelivery."""
+    if delivery.duplicate:
+        signal, level = duplicate_dropped, logging.INFO
+        message = "Dropped a redelivery of %(message_id)s to %(subscriber)s"
+    else:
+        signal, level = message_received, logging.DEBUG
+        message = "Applying %(message_id)s for %(subscriber)s"
+    _report(
+        signal,
+        level,
+        message,
         using=using,
         subscriber=delivery.subscriber,
         message_id=delivery.message_id,

@@ -6,33 +6,25 @@ import logging
 
 from django.dispatch import Signal
 
-from idempotency.shared.signals import report
+from idempotency.shared.signals import Reporter
 
 # record() wrote an event (sent when its transaction commits).
 event_recorded = Signal()
 # The relay published a batch: count, lags (seconds from each event's
-# recording, oldest first), seconds (the batch's publish and write-back, or
-# None when not timed).
+# record() to its publish, oldest first), seconds (the batch's publish and
+# write-back, or None when not timed).
 events_published = Signal()
-# A publish attempt failed and the event stays pending: error, attempts.
+# A publish attempt failed and the event backs off: error, attempts.
 publish_failed = Signal()
 # An event ran out of attempts and is dead: error, attempts.
 event_dead = Signal()
-# An operator requeued dead events: count, user.
+# An operator requeued dead or backing-off events: count, user, message_ids.
 events_requeued = Signal()
 
 
 # Sending them, with one log line per decision on the "outbox" logger.
 
-logger = logging.getLogger("outbox")
-
-
-def _sender():
-    # Imported here: a receiver's module may import this one before the
-    # models are ready.
-    from .models import OutboxMessage
-
-    return OutboxMessage
+_report = Reporter("outbox", "outbox.OutboxMessage")
 
 
 def identity(message) -> dict:
@@ -44,27 +36,22 @@ def identity(message) -> dict:
 
 
 def recorded(message, *, using: str) -> None:
-    report(
+    _report(
         event_recorded,
-        _sender(),
-        logger=logger,
-        level=logging.DEBUG,
-        message="Recorded %(event_type)s %(message_id)s",
+        logging.DEBUG,
+        "Recorded %(event_type)s %(message_id)s",
         using=using,
         **identity(message),
     )
 
 
 def published(messages, now, *, seconds: float | None, using: str) -> None:
-    """``messages`` went out, oldest first; ``lags``: seconds from each one's
-    recording to ``now``, the moment its publish was written back;
+    """``messages`` went out, oldest first; ``now``: when that was written;
     ``seconds``: how long their batch took to publish and write back."""
-    report(
+    _report(
         events_published,
-        _sender(),
-        logger=logger,
-        level=logging.DEBUG,
-        message="Published %(count)s event(s)",
+        logging.DEBUG,
+        "Published %(count)s event(s)",
         using=using,
         count=len(messages),
         lags=[(now - message.created_at).total_seconds() for message in messages],
@@ -74,17 +61,12 @@ def published(messages, now, *, seconds: float | None, using: str) -> None:
 
 def failed(message, error: str, *, dead: bool, using: str) -> None:
     """A publish attempt failed: the message backs off, or is dead."""
-    report(
+    _report(
         event_dead if dead else publish_failed,
-        _sender(),
-        logger=logger,
-        level=logging.ERROR if dead else logging.WARNING,
-        message=(
-            "Publishing %(message_id)s failed %(attempts)s time(s); it is dead: "
-            "%(error)s"
-            if dead
-            else "Publishing %(message_id)s failed; retried later: %(error)s"
-        ),
+        logging.ERROR if dead else logging.WARNING,
+        "Publishing %(message_id)s failed; "
+        + ("it is dead" if dead else "retried later")
+        + " (attempt %(attempts)s): %(error)s",
         using=using,
         error=error,
         attempts=message.attempts - message.requeued_at_attempt,
@@ -93,12 +75,10 @@ def failed(message, error: str, *, dead: bool, using: str) -> None:
 
 
 def requeued(messages, user, *, using: str) -> None:
-    report(
+    _report(
         events_requeued,
-        _sender(),
-        logger=logger,
-        level=logging.INFO,
-        message="%(user)s requeued %(count)s event(s)",
+        logging.INFO,
+        "%(user)s requeued %(count)s event(s)",
         using=using,
         count=len(messages),
         user=user,

@@ -6,35 +6,32 @@ import logging
 
 from django.dispatch import Signal
 
-from idempotency.shared.signals import report
+from idempotency.shared.signals import Reporter
 
 from .exceptions import SourceOutOfService, VerificationFailed
 
-# A verified delivery was stored for processing.
+# A verified delivery was stored for processing: reopened (a redelivery of
+# a failed receipt, to run again).
 delivery_accepted = Signal()
-# A delivery was refused: reason (the problem type's short name), status.
+# A delivery was refused: reason (the problem type's short name), status,
+# detail; source is "" when the URL named no configured source.
 delivery_rejected = Signal()
-# A resent delivery was answered from its receipt.
+# A resent delivery was answered from its receipt: original (that receipt's
+# delivery id), state.
 delivery_duplicate = Signal()
-# A receipt's handlers ran and committed.
+# A receipt's handlers ran and committed: receipt_id, state (processed, or
+# skipped when it has none).
 delivery_processed = Signal()
-# A receipt's handlers raised: error, attempts.
+# A receipt's handlers raised: receipt_id, error (the exception), attempts.
 delivery_failed = Signal()
-# An operator replayed receipts from the console: count, user.
+# An operator replayed receipts from the console: count, user, forced
+# (processed ones run again), receipt_ids.
 delivery_replayed = Signal()
 
 
 # Sending them, with one log line per decision on the "webhooks" logger.
 
-logger = logging.getLogger("webhooks")
-
-
-def _sender():
-    # Imported here: a receiver's module may import this one before the
-    # models are ready.
-    from .models import WebhookReceipt
-
-    return WebhookReceipt
+_report = Reporter("webhooks", "webhooks.WebhookReceipt")
 
 
 def _identity(source: str, delivery) -> dict:
@@ -47,7 +44,6 @@ def _identity(source: str, delivery) -> dict:
 
 def rejected(source: str, refusal) -> None:
     """``source``: a configured source's name, or "" (the URL named none)."""
-    reason = refusal.type.removeprefix("webhook-")
     if isinstance(refusal, SourceOutOfService):
         # Its settings' problems were logged (ERROR) where they were found.
         level = None
@@ -55,14 +51,12 @@ def rejected(source: str, refusal) -> None:
         level = logging.WARNING  # a forgery, a wrong secret or a skewed clock
     else:
         level = logging.INFO
-    report(
+    _report(
         delivery_rejected,
-        _sender(),
-        logger=logger,
-        level=level,
-        message="Refused a delivery to %(source)r (%(reason)s): %(detail)s",
+        level,
+        "Refused a delivery to %(source)r (%(reason)s): %(detail)s",
         source=source,
-        reason=reason,
+        reason=refusal.type.removeprefix("webhook-"),
         status=refusal.status,
         detail=refusal.detail,
     )
@@ -70,12 +64,10 @@ def rejected(source: str, refusal) -> None:
 
 def accepted(source: str, delivery, *, reopened: bool, using: str) -> None:
     """``reopened``: a redelivery of a failed receipt, to be processed again."""
-    report(
+    _report(
         delivery_accepted,
-        _sender(),
-        logger=logger,
-        level=logging.DEBUG,
-        message="Accepted %(delivery_id)s from %(source)s",
+        logging.DEBUG,
+        "Accepted %(delivery_id)s from %(source)s",
         using=using,
         reopened=reopened,
         **_identity(source, delivery),
@@ -86,16 +78,12 @@ def duplicate(source: str, delivery, existing) -> None:
     """Answered from ``existing``, the receipt stored earlier; its delivery
     id differs when a signed body came back under a new (unsigned) id."""
     resent = existing.delivery_id != delivery.delivery_id
-    report(
+    _report(
         delivery_duplicate,
-        _sender(),
-        logger=logger,
-        level=logging.WARNING if resent else logging.INFO,
-        message=(
-            "Body of %(original)s resent to %(source)s as %(delivery_id)s"
-            if resent
-            else "Duplicate %(delivery_id)s from %(source)s"
-        ),
+        logging.WARNING if resent else logging.INFO,
+        "Body of %(original)s resent to %(source)s as %(delivery_id)s"
+        if resent
+        else "Duplicate %(delivery_id)s from %(source)s",
         original=existing.delivery_id,
         state=existing.state,
         **_identity(source, delivery),
@@ -104,12 +92,10 @@ def duplicate(source: str, delivery, existing) -> None:
 
 def processed(receipt, *, using: str) -> None:
     """Its handlers ran (``state`` processed), or it had none (skipped)."""
-    report(
+    _report(
         delivery_processed,
-        _sender(),
-        logger=logger,
-        level=logging.DEBUG,
-        message="Receipt %(receipt_id)s %(state)s",
+        logging.DEBUG,
+        "Receipt %(receipt_id)s %(state)s",
         using=using,
         receipt_id=receipt.pk,
         state=receipt.state,
@@ -120,12 +106,10 @@ def processed(receipt, *, using: str) -> None:
 def failed(receipt_id: int, error: Exception, identity: dict, *, using: str) -> None:
     """``identity``: the receipt's source, delivery_id, event_type and
     attempts as recorded (empty if it is gone)."""
-    report(
+    _report(
         delivery_failed,
-        _sender(),
-        logger=logger,
-        level=logging.WARNING,
-        message="Receipt %(receipt_id)s failed: %(error)r",
+        logging.WARNING,
+        "Receipt %(receipt_id)s failed: %(error)r",
         using=using,
         receipt_id=receipt_id,
         error=error,
@@ -135,12 +119,10 @@ def failed(receipt_id: int, error: Exception, identity: dict, *, using: str) -> 
 
 def replayed(receipts, user, *, forced: bool, using: str) -> None:
     """``forced``: processed receipts were run again (force reprocess)."""
-    report(
+    _report(
         delivery_replayed,
-        _sender(),
-        logger=logger,
-        level=logging.INFO,
-        message="%(user)s replayed %(count)s receipt(s)",
+        logging.INFO,
+        "%(user)s replayed %(count)s receipt(s)",
         using=using,
         count=len(receipts),
         user=user,

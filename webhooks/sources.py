@@ -185,6 +185,7 @@ def get(name: str) -> Source | None:
             "webhook source %r is misconfigured; its deliveries are refused. %s",
             name,
             exc,
+            extra={"source": name},
         )
         raise SourceMisconfigured(str(exc))
     _built[name] = source

@@ -64,7 +64,11 @@ def retry_later(receipt_id: int) -> None:
         )
     except Exception:
         # It stays failed: the provider's redelivery or a replay reopens it.
-        logger.warning("Could not schedule a retry of receipt %s", receipt_id)
+        logger.warning(
+            "Could not schedule a retry of receipt %s",
+            receipt_id,
+            extra={"receipt_id": receipt_id},
+        )
 
 
 def backoff(retries: int) -> float:

@@ -89,10 +89,11 @@ class WebhookView(View):
                 now=clock.now(),
             )
             if pk is not None:
-                self.enqueue(pk, receipts.db)
+                # Heard before processing, which may run at once.
                 signals.accepted(
                     config.name, delivery, reopened=False, using=receipts.db
                 )
+                self.enqueue(pk, receipts.db)
                 return _answer(202, delivery, State.RECEIVED)
             existing = receipts.duplicate_of(
                 config.name, delivery.delivery_id, body_sha256
@@ -112,8 +113,8 @@ class WebhookView(View):
             self.count(config, REPLAYED_BODY)
         # A provider redelivering a failed event asks for another try.
         elif existing.state == State.FAILED and receipts.reopen_failed(existing.pk):
-            self.enqueue(existing.pk, receipts.db)
             signals.accepted(config.name, delivery, reopened=True, using=receipts.db)
+            self.enqueue(existing.pk, receipts.db)
             return _answer(202, delivery, State.RECEIVED)
         signals.duplicate(config.name, delivery, existing)
         return _answer(200, delivery, existing.state, duplicate=True)

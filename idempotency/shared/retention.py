@@ -12,10 +12,10 @@ from django.db import router, transaction
 from django.db.models import Subquery
 
 from . import clock, contributions
-from .signals import purged, report
+from .signals import Reporter, purged
 
 DEFAULT_BATCH_SIZE = 1000
-logger = logging.getLogger("idempotency")
+_report = Reporter("idempotency")
 
 
 def purgeable_counts(now=None, *, cap=None) -> dict[str, int]:
@@ -75,12 +75,11 @@ def purge(
         )
         if deleted[name]:
             # Each batch committed on its own: the rows are gone already.
-            report(
+            _report(
                 purged,
-                name,
-                logger=logger,
-                level=logging.INFO,
-                message="Purged %(rows)s %(kind)s row(s)",
+                logging.INFO,
+                "Purged %(rows)s %(kind)s row(s)",
+                sender=name,
                 kind=name,
                 rows=deleted[name],
             )

@@ -9,6 +9,7 @@ compensations, the purge). A receiver that raises is logged on the
 
 import logging
 
+from django.apps import apps
 from django.db import transaction
 from django.dispatch import Signal
 
@@ -45,29 +46,42 @@ def send_on_commit(signal: Signal, sender, *, using: str, **kwargs) -> None:
     transaction.on_commit(lambda: send(signal, sender, **kwargs), using=using)
 
 
-def report(
-    signal: Signal,
-    sender,
-    *,
-    logger: logging.Logger,
-    level: int | None,
-    message: str,
-    using: str | None = None,
-    exc_info=None,
-    **kwargs,
-) -> None:
-    """Log one decision, then send its signal: the same ``kwargs`` are the
-    log record's ``extra`` and the receivers' arguments, so both name the
-    unit alike. ``message`` may name them (``%(operation)s``).
+class Reporter:
+    """How one app reports its decisions: each is logged once on the app's
+    logger, then sent as a signal whose sender is the app's model.
 
-    Sent after the commit on ``using`` when given (a committed fact), at
-    once otherwise (a refusal that commits nothing). Logged at once either
-    way: the log tells what was decided, even if it is then rolled back.
-    ``level`` None: logged already, where the cause was found.
+    The same keyword arguments are the log record's ``extra`` and the
+    receivers' arguments, so both name the unit alike; the message may name
+    them (``%(operation)s``).
     """
-    if level is not None and logger.isEnabledFor(level):
-        logger.log(level, message, kwargs, extra=kwargs, exc_info=exc_info)
-    if using is None:
-        send(signal, sender, **kwargs)
-    else:
-        send_on_commit(signal, sender, using=using, **kwargs)
+
+    def __init__(self, logger: str, model: str | None = None):
+        self.logger = logging.getLogger(logger)
+        # "app_label.Model", looked up at first use: the models are not
+        # loaded yet when a receiver's module imports the app's signals.
+        self._model = model
+
+    def __call__(
+        self,
+        signal: Signal,
+        level: int | None,
+        message: str,
+        *,
+        using: str | None = None,
+        sender=None,
+        **kwargs,
+    ) -> None:
+        """Log, then send: after the commit on ``using`` when given (a
+        committed fact), at once otherwise (a refusal that commits nothing).
+        Logged at once either way: the log tells what was decided, even if it
+        then rolls back. ``level`` None: logged already, where the cause was
+        found. ``sender``: instead of the app's model."""
+        if level is not None and self.logger.isEnabledFor(level):
+            # stacklevel: the record names the app's function that decided.
+            self.logger.log(level, message, kwargs, extra=kwargs, stacklevel=2)
+        if sender is None and self._model is not None:
+            sender = apps.get_model(self._model)
+        if using is None:
+            send(signal, sender, **kwargs)
+        else:
+            send_on_commit(signal, sender, using=using, **kwargs)

@@ -1,0 +1,90 @@
+"""Sending signals: after the commit, robustly; the purge's own signal."""
+
+import logging
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+from django.dispatch import Signal
+from django.utils import timezone
+
+from idempotency.models import IdempotencyRecord
+from idempotency.shared import retention
+from idempotency.shared.signals import Reporter, send, send_on_commit
+from tests.signals import ReceiverFailed, listening, receiver_errors
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Boom(Exception):
+    pass
+
+
+@pytest.fixture
+def signal():
+    heard = []
+    made = Signal()
+
+    def receiver(signal, sender, **kwargs):
+        heard.append(kwargs)
+
+    made.connect(receiver, weak=False)
+    made.heard = heard
+    return made
+
+
+def test_send_on_commit_waits_for_the_commit_and_drops_a_rollback(signal):
+    with transaction.atomic():
+        send_on_commit(signal, None, using="default", n=1)
+        assert signal.heard == []
+    with pytest.raises(Boom), transaction.atomic():
+        send_on_commit(signal, None, using="default", n=2)
+        raise Boom
+
+    assert signal.heard == [{"n": 1}]
+
+
+def test_a_raising_receiver_is_logged_and_the_others_still_run(signal, caplog):
+    def broken(sender, **kwargs):
+        raise ReceiverFailed
+
+    def after(sender, **kwargs):
+        signal.heard.append("after")
+
+    signal.connect(broken, weak=False)
+    signal.connect(after, weak=False)
+
+    send(signal, None, n=1)
+
+    assert signal.heard == [{"n": 1}, "after"]
+    assert len(receiver_errors(caplog)) == 1
+
+
+def test_a_reporter_logs_the_decision_with_its_fields_then_sends_them(signal, caplog):
+    caplog.set_level(logging.INFO, logger="outbox")
+    report = Reporter("outbox", "outbox.OutboxMessage")
+    report(signal, logging.INFO, "Did %(what)s", what="it")
+    report(signal, None, "Logged already", what="again")
+
+    [log] = caplog.records
+    assert (log.name, log.getMessage(), log.what) == ("outbox", "Did it", "it")
+    assert signal.heard == [{"what": "it"}, {"what": "again"}]
+
+
+def test_the_purge_sends_each_kind_it_deleted_from_with_its_rows():
+    now = timezone.now()
+    for key in ("a", "b"):
+        IdempotencyRecord.objects.create(
+            scope="user:1",
+            operation="op",
+            key=key,
+            request_hash="h",
+            created_at=now - timedelta(days=2),
+            expires_at=now - timedelta(seconds=1),
+        )
+
+    with listening() as heard:
+        retention.purge()
+        retention.purge()  # nothing left: nothing to say
+
+    assert heard == [("purged", {"kind": "idempotency", "rows": 2})]

@@ -1,0 +1,70 @@
+"""The inbox's signals and logs: sent when the consumer's work commits."""
+
+import logging
+
+import pytest
+from django.db import transaction
+
+from inbox.api import consumer
+from inbox.models import InboxMessage
+from tests.signals import listening, receiver_errors
+from tests.testapp.models import Widget
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Boom(Exception):
+    pass
+
+
+@consumer("stock", message_id="message_id")
+def apply(*, message_id, fail=False):
+    Widget.objects.create(name=message_id)
+    if fail:
+        raise Boom
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_received_after_the_commit_then_a_redelivery_is_dropped(asynchronous):
+    with listening(asynchronous=asynchronous) as heard:
+        with transaction.atomic():
+            apply(message_id="m1")
+            assert heard == []
+        apply(message_id="m1")
+
+    assert heard == [
+        ("message_received", {"subscriber": "stock", "message_id": "m1"}),
+        ("duplicate_dropped", {"subscriber": "stock", "message_id": "m1"}),
+    ]
+
+
+def test_nothing_is_sent_when_the_consumer_raises():
+    with listening() as heard, pytest.raises(Boom):
+        apply(message_id="m1", fail=True)
+
+    assert heard == []
+    assert not InboxMessage.objects.exists()
+
+
+def test_a_raising_receiver_never_breaks_a_consumer(caplog):
+    with listening(raising=True) as heard:
+        apply(message_id="m1")
+        apply(message_id="m1")
+
+    assert Widget.objects.count() == 1
+    assert InboxMessage.objects.get().duplicates == 1
+    assert heard.names() == ["message_received", "duplicate_dropped"]
+    assert len(receiver_errors(caplog)) == 2
+
+
+def test_each_decision_is_logged_once_with_the_subscriber_and_message_id(caplog):
+    caplog.set_level(logging.DEBUG, logger="inbox")
+    apply(message_id="m1")
+    apply(message_id="m1")
+
+    logged = [r for r in caplog.records if r.name == "inbox"]
+    assert [(r.levelname, r.getMessage()) for r in logged] == [
+        ("DEBUG", "Applying m1 for stock"),
+        ("INFO", "Dropped a redelivery of m1 to stock"),
+    ]
+    assert {(r.subscriber, r.message_id) for r in logged} == {("stock", "m1")}

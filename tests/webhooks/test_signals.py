@@ -1,0 +1,103 @@
+"""The webhooks' signals and logs: every intake decision and each run."""
+
+import logging
+
+import pytest
+from django.test import Client
+
+from tests.signals import listening, receiver_errors
+from tests.testapp.models import Widget
+from tests.webhooks import signing
+from webhooks.handlers import on
+from webhooks.models import WebhookReceipt
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DELIVERY = {"source": "github", "delivery_id": "evt_1", "event_type": "push"}
+
+
+@pytest.fixture
+def handler():
+    """A github "push" handler; it raises while ``failing`` is set."""
+    failing = []
+
+    @on("github", "push")
+    def create(event):
+        Widget.objects.create(name=event.delivery_id)
+        if failing:
+            raise RuntimeError("handler broke")
+
+    return failing
+
+
+def deliver(delivery_id="evt_1", path="/webhooks/github/", **headers):
+    body = signing.event_body(delivery_id)
+    headers = {**signing.github_headers(body, delivery_id=delivery_id), **headers}
+    return Client().post(path, body, content_type="application/json", headers=headers)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_accepted_then_processed_then_a_resend_is_a_duplicate(handler, asynchronous):
+    with listening(asynchronous=asynchronous) as heard:
+        assert deliver().status_code == 202
+        assert deliver().status_code == 200
+
+    receipt = WebhookReceipt.objects.get()
+    assert heard == [
+        ("delivery_accepted", {**DELIVERY, "reopened": False}),
+        (
+            "delivery_processed",
+            {**DELIVERY, "receipt_id": receipt.pk, "state": "processed"},
+        ),
+        (
+            "delivery_duplicate",
+            {**DELIVERY, "original": "evt_1", "state": "processed"},
+        ),
+    ]
+
+
+def test_a_refusal_is_sent_at_once_with_its_reason_and_status():
+    with listening() as heard:
+        deliver(**{"X-Hub-Signature-256": "sha256=" + "0" * 64})
+        deliver(path="/webhooks/nobody/")
+
+    assert [
+        (k["source"], k["reason"], k["status"]) for k in heard.of("delivery_rejected")
+    ] == [("github", "bad-signature", 401), ("", "unknown-source", 404)]
+    assert heard.names() == ["delivery_rejected", "delivery_rejected"]
+
+
+def test_a_failing_handler_is_failed_and_never_processed(handler, webhook_sources):
+    # Eager Celery would run every retry at once.
+    webhook_sources.WEBHOOKS = {**webhook_sources.WEBHOOKS, "MAX_RETRIES": 0}
+    handler.append(True)
+    with listening() as heard:
+        deliver()
+
+    receipt = WebhookReceipt.objects.get()
+    assert receipt.state == "failed"
+    assert heard.names() == ["delivery_accepted", "delivery_failed"]
+    [failed] = heard.of("delivery_failed")
+    assert {k: failed[k] for k in DELIVERY} == DELIVERY
+    assert (failed["receipt_id"], failed["attempts"]) == (receipt.pk, 1)
+    assert isinstance(failed["error"], RuntimeError)
+
+
+def test_a_raising_receiver_never_breaks_the_intake_or_processing(handler, caplog):
+    with listening(raising=True) as heard:
+        assert deliver().status_code == 202
+
+    assert WebhookReceipt.objects.get().state == "processed"
+    assert Widget.objects.count() == 1
+    assert heard.names() == ["delivery_accepted", "delivery_processed"]
+    assert len(receiver_errors(caplog)) == 2
+
+
+def test_a_refusal_is_logged_once_with_the_source_and_reason(caplog):
+    caplog.set_level(logging.DEBUG, logger="webhooks")
+    deliver(**{"X-Hub-Signature-256": "sha256=" + "0" * 64})
+
+    [log] = [r for r in caplog.records if r.name == "webhooks"]
+    assert log.levelname == "WARNING"
+    assert (log.source, log.reason, log.status) == ("github", "bad-signature", 401)
+    assert signing.event_body("evt_1").decode() not in caplog.text
