@@ -12,14 +12,15 @@ from .models import IdempotencyRecord
 keys = Counter(
     "once_keys",
     "Keyed requests by what was decided: claimed, replayed, conflict, "
-    "mismatch or failed.",
-    ["operation", "mode", "outcome"],
+    "mismatch or failed (with why it was not kept as the reason).",
+    ["operation", "mode", "outcome", "reason"],
 )
 
 
 def _counting(outcome):
-    def receiver(sender, *, operation, mode, **kwargs):
-        keys.labels(operation, mode, outcome).inc()
+    # Only key_failed has a reason: one of signals.FAILURES.
+    def receiver(sender, *, operation, mode, reason="", **kwargs):
+        keys.labels(operation, mode, outcome, reason).inc()
 
     return receiver
 

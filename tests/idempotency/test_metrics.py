@@ -8,13 +8,14 @@ from tests.idempotency.prometheus.scraping import METRICS_ON, scrape, value
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def keys(scraped, outcome):
+def keys(scraped, outcome, reason=""):
     return value(
         scraped,
         "once_keys_total",
         operation="widget.create",
         mode="atomic",
         outcome=outcome,
+        reason=reason,
     )
 
 
@@ -30,6 +31,16 @@ def test_each_decision_is_counted_once_under_its_outcome(api, client):
     after = scrape(client)
     for outcome, count in [("claimed", 2), ("replayed", 1), ("mismatch", 1)]:
         assert keys(after, outcome) - keys(before, outcome) == count, outcome
+
+
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_a_failure_is_counted_with_its_reason(api, client):
+    before = scrape(client)
+
+    api.post("/t/widgets/", {"name": ""}, key="k-invalid")
+
+    after = scrape(client)
+    assert keys(after, "failed", "invalid") - keys(before, "failed", "invalid") == 1
 
 
 @override_settings(IDEMPOTENCY=METRICS_ON)

@@ -16,7 +16,12 @@ from .scraping import samples, value
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
-CLAIMED = {"operation": "widget.create", "mode": "atomic", "outcome": "claimed"}
+CLAIMED = {
+    "operation": "widget.create",
+    "mode": "atomic",
+    "outcome": "claimed",
+    "reason": "",
+}
 
 
 def post_widget(base, key, auth):
