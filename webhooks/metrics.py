@@ -13,7 +13,8 @@ from .models import WebhookReceipt
 # By configured source, never the delivery id.
 deliveries = Counter(
     "once_webhooks_deliveries",
-    "Deliveries by what happened: accepted, duplicate, processed or failed.",
+    "Deliveries by what happened: accepted, duplicate, processed, skipped (no "
+    "handler) or failed.",
     ["source", "outcome"],
 )
 rejections = Counter(
@@ -46,6 +47,11 @@ def _counting(outcome):
     return receiver
 
 
+def on_processed(sender, *, source, state, **kwargs):
+    # processed, or skipped: no handler was registered for its event type.
+    deliveries.labels(source_label(source), state).inc()
+
+
 def on_replayed(sender, *, count, forced, **kwargs):
     replays.labels("true" if forced else "false").inc(count)
 
@@ -57,7 +63,7 @@ def on_rejected(sender, *, source, reason, **kwargs):
 RECEIVERS = [
     (signals.delivery_accepted, _counting("accepted")),
     (signals.delivery_duplicate, _counting("duplicate")),
-    (signals.delivery_processed, _counting("processed")),
+    (signals.delivery_processed, on_processed),
     (signals.delivery_failed, _counting("failed")),
     (signals.delivery_replayed, on_replayed),
     (signals.delivery_rejected, on_rejected),

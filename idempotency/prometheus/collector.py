@@ -23,8 +23,8 @@ class GaugeCollector:
             yield from gauges(now)
 
     def describe(self):
-        # Nothing: registering must not query the database (the names are
-        # checked against the others' at each scrape instead).
+        # Nothing: registering must not query the database (so the registry
+        # cannot check these names against its others').
         return []
 
 

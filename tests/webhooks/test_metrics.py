@@ -3,9 +3,12 @@ never a label value a request chose."""
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from tests.idempotency.prometheus.scraping import scrape, value
 from tests.webhooks import signing
+from webhooks import processing
+from webhooks.models import WebhookReceipt
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,3 +68,22 @@ def test_a_source_named_in_the_url_only_never_becomes_a_label(client):
     assert answer.status_code == 404
     assert "made-up-source-7f3a" not in text
     assert 'source="unknown"' in text
+
+
+def test_processing_is_counted_as_skipped_when_no_handler_is_registered(client):
+    receipt = WebhookReceipt.objects.create(
+        source="github",
+        delivery_id="evt_unhandled",
+        event_type="nobody.listens",
+        body=b"{}",
+        received_at=timezone.now(),
+    )
+    with override_settings(**SETTINGS):
+        before = scrape(client)
+        processing.process(receipt.pk)
+        after = scrape(client)
+
+    for outcome, count in [("skipped", 1), ("processed", 0)]:
+        labels = {"source": "github", "outcome": outcome}
+        name = "once_webhooks_deliveries_total"
+        assert value(after, name, **labels) - value(before, name, **labels) == count
