@@ -8,6 +8,7 @@ compensations, the purge). A receiver that raises is logged on the
 """
 
 import logging
+from functools import cached_property
 
 from django.apps import apps
 from django.db import transaction
@@ -61,6 +62,10 @@ class Reporter:
         # loaded yet when a receiver's module imports the app's signals.
         self._model = model
 
+    @cached_property
+    def sender(self):
+        return apps.get_model(self._model) if self._model else None
+
     def __call__(
         self,
         signal: Signal,
@@ -79,8 +84,8 @@ class Reporter:
         if level is not None and self.logger.isEnabledFor(level):
             # stacklevel: the record names the app's function that decided.
             self.logger.log(level, message, kwargs, extra=kwargs, stacklevel=2)
-        if sender is None and self._model is not None:
-            sender = apps.get_model(self._model)
+        if sender is None:
+            sender = self.sender
         if using is None:
             send(signal, sender, **kwargs)
         else:
