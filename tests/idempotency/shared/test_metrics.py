@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.dispatch import Signal
 from django.test import override_settings
 
 from idempotency import signals as keys_signals
@@ -29,7 +30,7 @@ EVERY_SIGNAL = [
         webhooks_signals,
     ]
     for name in dir(module)
-    if type(getattr(module, name)).__name__ == "Signal"
+    if isinstance(getattr(module, name), Signal)
 ]
 
 
