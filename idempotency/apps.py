@@ -1,6 +1,6 @@
 from django.utils.translation import gettext_lazy as _
 
-from .shared import appconfig
+from .shared import appconfig, metrics
 
 
 class IdempotencyConfig(appconfig.OnceAppConfig):
@@ -13,6 +13,8 @@ class IdempotencyConfig(appconfig.OnceAppConfig):
         "idempotency.conf.idempotency_settings",
         "idempotency.shared.conf.shared_settings",
     ]
+    # The metrics switch follows override_settings too.
+    setting_receivers = ["idempotency.shared.metrics.on_setting_changed"]
     system_checks = ["idempotency.checks.check_settings"]
     url_checks = [
         "idempotency.checks.check_problem_docs",
@@ -22,3 +24,13 @@ class IdempotencyConfig(appconfig.OnceAppConfig):
     retention_kinds = {"idempotency": ["idempotency.ops.purgeable"]}
     console_panels = ["idempotency.ops.panel"]
     console_series = [(_("keys created"), "idempotency.ops.created_per_hour")]
+    metric_receivers = [
+        "idempotency.metrics.RECEIVERS",
+        "idempotency.prometheus.shared.RECEIVERS",
+    ]
+    metric_gauges = ["idempotency.metrics.gauges"]
+
+    def ready(self):
+        super().ready()
+        # The base app connects every app's metric receivers, when metrics are on.
+        metrics.sync()

@@ -17,3 +17,5 @@ class InboxConfig(appconfig.OnceAppConfig):
     ]
     retention_kinds = {"inbox": ["inbox.ops.purgeable"]}
     console_panels = ["inbox.ops.panel"]
+    metric_receivers = ["inbox.metrics.RECEIVERS"]
+    metric_gauges = ["inbox.metrics.gauges"]

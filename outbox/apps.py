@@ -22,3 +22,5 @@ class OutboxConfig(appconfig.OnceAppConfig):
     retention_kinds = {"outbox": ["outbox.ops.purgeable"]}
     console_panels = ["outbox.ops.panel"]
     console_series = [(_("events published"), "outbox.ops.published_per_hour")]
+    metric_receivers = ["outbox.metrics.RECEIVERS"]
+    metric_gauges = ["outbox.metrics.gauges"]

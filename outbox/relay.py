@@ -137,6 +137,7 @@ def _claim_sql(using, now, lease_end, limit):
 def publish_batch(batch, publisher, *, using: str | None = None) -> DrainResult:
     """Publish claimed messages at once, then write every outcome back in one
     fenced statement."""
+    started = time.monotonic()
     failed: dict = {}  # message id -> why its attempt failed
     due = []
     for message in batch:
@@ -156,7 +157,7 @@ def publish_batch(batch, publisher, *, using: str | None = None) -> DrainResult:
         if (error := refused.get(message.id)) is not None:
             # Logged with its outcome (backing off, or dead) by write_back.
             failed[message.id] = f"{type(error).__name__}: {error}"
-    outcomes = write_back(batch, failed, using=using)
+    outcomes = write_back(batch, failed, using=using, started=started)
     return DrainResult(
         published=outcomes[State.PUBLISHED],
         failed=outcomes[State.PENDING],
@@ -165,9 +166,13 @@ def publish_batch(batch, publisher, *, using: str | None = None) -> DrainResult:
     )
 
 
-def write_back(messages, failed, *, using: str | None = None) -> Counter:
+def write_back(
+    messages, failed, *, using: str | None = None, started: float | None = None
+) -> Counter:
     """Record the outcome of claimed ``messages`` in one statement: those in
     ``failed`` (id -> error) back off or go dead, the others are published.
+    ``started``: when the batch's publish began (``time.monotonic()``), to
+    report how long the batch took.
 
     Return how many rows went to each state; a message a newer claim owns is
     left alone and counted nowhere.
@@ -220,11 +225,12 @@ def write_back(messages, failed, *, using: str | None = None) -> Counter:
     )
     # SQLite returns the ids as text: read them as the model does.
     to_uuid = OutboxMessage._meta.pk.to_python
-    _report(messages, failed, {to_uuid(pk): state for pk, state in rows}, now, using)
+    states = {to_uuid(pk): state for pk, state in rows}
+    _report(messages, failed, states, now, using, started)
     return Counter(state for _id, state in rows)
 
 
-def _report(messages, failed, states, now, using):
+def _report(messages, failed, states, now, using, started):
     """Log and signal what was written back: ``states`` maps each message
     this relay still owned to its new state."""
     published = []
@@ -236,7 +242,8 @@ def _report(messages, failed, states, now, using):
             error = failed[message.id]
             signals.failed(message, error, dead=state == State.DEAD, using=using)
     if published:
-        signals.published(published, now, using=using)
+        seconds = None if started is None else time.monotonic() - started
+        signals.published(published, now, seconds=seconds, using=using)
 
 
 def _datetime(value):

@@ -11,7 +11,8 @@ from idempotency.shared.signals import Reporter
 # record() wrote an event (sent when its transaction commits).
 event_recorded = Signal()
 # The relay published a batch: count, lags (seconds from each event's
-# record() to its publish, oldest first).
+# record() to its publish, oldest first), seconds (the batch's publish and
+# write-back, or None when not timed).
 events_published = Signal()
 # A publish attempt failed and the event backs off: error, attempts.
 publish_failed = Signal()
@@ -44,8 +45,9 @@ def recorded(message, *, using: str) -> None:
     )
 
 
-def published(messages, now, *, using: str) -> None:
-    """``messages`` went out, oldest first; ``now``: when that was written."""
+def published(messages, now, *, seconds: float | None, using: str) -> None:
+    """``messages`` went out, oldest first; ``now``: when that was written;
+    ``seconds``: how long their batch took to publish and write back."""
     _report(
         events_published,
         logging.DEBUG,
@@ -53,6 +55,7 @@ def published(messages, now, *, using: str) -> None:
         using=using,
         count=len(messages),
         lags=[(now - message.created_at).total_seconds() for message in messages],
+        seconds=seconds,
     )
 
 

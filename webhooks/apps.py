@@ -22,3 +22,5 @@ class WebhooksConfig(appconfig.OnceAppConfig):
     }
     console_panels = ["webhooks.ops.panel"]
     console_series = [(_("receipts received"), "webhooks.ops.received_per_hour")]
+    metric_receivers = ["webhooks.metrics.RECEIVERS"]
+    metric_gauges = ["webhooks.metrics.gauges"]

@@ -6,9 +6,10 @@ see one table; this partial view lets the shared layer read them without
 importing the keys feature above it.
 """
 
+from importlib.util import find_spec
 from urllib.parse import urlsplit
 
-from .settings import AppSettings, InvalidSetting, Option, show, string
+from .settings import AppSettings, InvalidSetting, Option, boolean, show, string
 
 
 def problem_base_uri(value) -> str:
@@ -22,6 +23,18 @@ def problem_base_uri(value) -> str:
     return value
 
 
+def metrics_switch(value) -> bool:
+    """True or False; True needs prometheus-client, installed by the extra."""
+    value = boolean(value)
+    # find_spec, not an import: with metrics off nothing loads the package.
+    if value and find_spec("prometheus_client") is None:
+        raise InvalidSetting(
+            "is True, but prometheus-client is not installed.",
+            "pip install 'django-once[prometheus]', or set it to False.",
+        )
+    return value
+
+
 SHARED_OPTIONS = {
     "PROBLEM_BASE_URI": Option(
         "/problems/",
@@ -29,6 +42,14 @@ SHARED_OPTIONS = {
         "idempotency.E011",
         doc="Base of the problem+json ``type`` URIs. A path is relative to the "
         'API\'s host, where include("idempotency.urls") documents each type.',
+    ),
+    "METRICS": Option(
+        False,
+        metrics_switch,
+        "idempotency.E014",
+        doc="Count every decision and serve Prometheus metrics (needs the "
+        "``prometheus`` extra). Off, nothing imports prometheus-client and no "
+        "signal has a receiver of ours. See docs/observability.md.",
     ),
 }
 

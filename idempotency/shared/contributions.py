@@ -10,7 +10,10 @@ imports nothing, the admin least of all)::
 
 - a retention kind: ``name -> [function(now) -> rows safe to delete]``;
 - a console panel: ``function(now) -> console.panels.Panel``;
-- a chart series: ``(label, function(since) -> {hour: count})``.
+- a chart series: ``(label, function(since) -> {hour: count})``;
+- metric receivers: a list of ``(signal, receiver)`` pairs, connected only
+  while ``IDEMPOTENCY["METRICS"]`` is on (``idempotency.shared.metrics``);
+- metric gauges: ``function(now) -> metric families``, read at each scrape.
 
 One rule for duplicates: a contribution is keyed by its name (a kind's name,
 a panel's or a series' dotted path) and the first installed app to declare
@@ -39,6 +42,17 @@ def console_series() -> list[tuple[str, Callable]]:
         "console_series", lambda pairs: [(path, label) for label, path in pairs]
     )
     return [(label, import_string(path)) for path, label in declared]
+
+
+def metric_receivers() -> list[tuple]:
+    """Every app's ``(signal, receiver)`` pairs (imports its metrics module)."""
+    declared = _declared("metric_receivers", lambda paths: [(p, p) for p in paths])
+    return [pair for _name, path in declared for pair in import_string(path)]
+
+
+def metric_gauges() -> list[Callable]:
+    declared = _declared("metric_gauges", lambda paths: [(p, p) for p in paths])
+    return [import_string(path) for _name, path in declared]
 
 
 def _declared(attribute: str, named: Callable) -> list[tuple]:

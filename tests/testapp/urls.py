@@ -25,6 +25,7 @@ urlpatterns = [
     path("api/", include(api.urls)),
     path("webhooks/", include("webhooks.urls")),
     path("problems/", include("idempotency.urls")),
+    path("metrics", include("idempotency.prometheus.urls")),
     path("t/", include(router.urls)),
     path("t/charge/", views.ChargeView.as_view()),
     path("t/upload/", views.UploadView.as_view()),

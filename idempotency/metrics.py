@@ -1,0 +1,49 @@
+"""The keys' Prometheus metrics: a counter fed by their signals, and gauges
+read at scrape (imported only while IDEMPOTENCY["METRICS"] is on)."""
+
+from prometheus_client import Counter
+from prometheus_client.core import GaugeMetricFamily
+
+from . import signals
+from .console.panels import count_up_to
+from .models import IdempotencyRecord
+
+# Labels a view's code chooses, never the scope (one per client) or the key.
+keys = Counter(
+    "once_keys",
+    "Keyed requests by what was decided: claimed, replayed, conflict, "
+    "mismatch or failed (with why it was not kept as the reason).",
+    ["operation", "mode", "outcome", "reason"],
+)
+
+
+def _counting(outcome):
+    # Only key_failed has a reason: one of signals.FAILURES.
+    def receiver(sender, *, operation, mode, reason="", **kwargs):
+        keys.labels(operation, mode, outcome, reason).inc()
+
+    return receiver
+
+
+RECEIVERS = [
+    (signals.key_claimed, _counting("claimed")),
+    (signals.key_replayed, _counting("replayed")),
+    (signals.key_conflict, _counting("conflict")),
+    (signals.key_mismatch, _counting("mismatch")),
+    (signals.key_failed, _counting("failed")),
+]
+
+
+def gauges(now):
+    records = IdempotencyRecord.objects
+    yield GaugeMetricFamily(
+        "once_keys_pending",
+        "Keys claimed and not yet answered (counted up to 10001).",
+        value=count_up_to(records.filter(state=IdempotencyRecord.State.PENDING)),
+    )
+    yield GaugeMetricFamily(
+        "once_keys_stuck_leases",
+        "Pending keys whose lease ran out: their worker died or hangs "
+        "(counted up to 10001).",
+        value=count_up_to(records.stuck(now)),
+    )

@@ -1,0 +1,55 @@
+"""The apps' gauges, computed from the database at each scrape, and the
+registry the /metrics view serves."""
+
+import os
+import weakref
+
+from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
+
+from ..shared import clock, contributions
+
+
+class GaugeCollector:
+    """Every app's declared gauges (``metric_gauges``), read when scraped.
+
+    Gauges are computed by the scraping process from the database, so under
+    gunicorn every worker would answer the same figures: they need none of
+    prometheus-client's per-process files.
+    """
+
+    def collect(self):
+        now = clock.now()
+        for gauges in contributions.metric_gauges():
+            yield from gauges(now)
+
+    def describe(self):
+        # Nothing: registering must not query the database (so the registry
+        # cannot check these names against its others').
+        return []
+
+
+# Weak: a registry's id could be reused by a new one once it is gone.
+_registered: weakref.WeakSet = weakref.WeakSet()
+
+
+def register(registry: CollectorRegistry = REGISTRY) -> None:
+    """Add the gauges to ``registry`` (a project's own, such as the default
+    one django-prometheus serves); once per registry."""
+    if registry not in _registered:
+        registry.register(GaugeCollector())
+        _registered.add(registry)
+
+
+def served_registry() -> CollectorRegistry:
+    """What /metrics answers: the counters and histograms (every worker's, in
+    multiprocess mode) and the gauges, read now."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # One process: its own registry, ours and whatever else it counts.
+        register(REGISTRY)
+        return REGISTRY
+    registry = CollectorRegistry()
+    # Each gunicorn worker writes its counts to files of its own there; this
+    # sums them, whichever worker answers the scrape.
+    multiprocess.MultiProcessCollector(registry)
+    registry.register(GaugeCollector())
+    return registry

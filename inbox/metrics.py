@@ -1,0 +1,40 @@
+"""The inbox's Prometheus metrics: a counter fed by its signals, and a gauge
+read at scrape (imported only while IDEMPOTENCY["METRICS"] is on)."""
+
+from prometheus_client import Counter
+from prometheus_client.core import GaugeMetricFamily
+
+from idempotency.console.panels import count_up_to
+
+from . import signals
+from .models import InboxMessage
+
+# By subscriber (a name in the code), never the message id.
+messages = Counter(
+    "once_inbox_messages",
+    "Messages by what the inbox decided: received (applied) or duplicate "
+    "(a redelivery dropped).",
+    ["subscriber", "outcome"],
+)
+
+
+def on_received(sender, *, subscriber, **kwargs):
+    messages.labels(subscriber, "received").inc()
+
+
+def on_duplicate_dropped(sender, *, subscriber, **kwargs):
+    messages.labels(subscriber, "duplicate").inc()
+
+
+RECEIVERS = [
+    (signals.message_received, on_received),
+    (signals.duplicate_dropped, on_duplicate_dropped),
+]
+
+
+def gauges(now):
+    yield GaugeMetricFamily(
+        "once_inbox_dead_messages",
+        "Messages no attempt could apply, kept for a replay (counted up to 10001).",
+        value=count_up_to(InboxMessage.objects.dead()),
+    )

@@ -1,0 +1,53 @@
+"""The /metrics view, and the gauges registered into a project's own registry."""
+
+import pytest
+from django.test import override_settings
+from prometheus_client import CollectorRegistry, generate_latest
+
+from idempotency.prometheus.collector import register
+
+from .scraping import METRICS_ON, samples, scrape, value
+from .seeds import seed
+
+pytestmark = pytest.mark.django_db
+
+
+def test_metrics_off_the_view_is_not_found(client):
+    assert client.get("/metrics").status_code == 404
+
+
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_the_view_serves_the_gauges_read_from_the_database(client):
+    seed()
+
+    scraped = scrape(client)
+
+    assert value(scraped, "once_keys_stuck_leases") == 2
+    assert value(scraped, "once_outbox_dead") == 1
+    assert value(scraped, "once_outbox_oldest_pending_age_seconds") >= 400
+    assert value(scraped, "once_inbox_dead_messages") == 2
+    assert value(scraped, "once_webhooks_receipts_failed", source="github") == 1
+
+
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_the_view_answers_openmetrics_to_a_scraper_that_asks_for_it(client):
+    answer = client.get("/metrics", headers={"Accept": "application/openmetrics-text"})
+
+    assert answer["Content-Type"].startswith("application/openmetrics-text")
+    assert answer.content.endswith(b"# EOF\n")
+
+
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_a_registry_the_project_serves_gets_the_gauges_once():
+    # django-prometheus serves prometheus_client's default registry: the
+    # project registers the gauges there instead of adding an endpoint.
+    registry = CollectorRegistry()
+    seed()
+
+    register(registry)
+    register(registry)
+
+    scraped = samples(generate_latest(registry).decode())
+    assert value(scraped, "once_outbox_backlog") == 3
+    families = generate_latest(registry).decode().count("# TYPE once_outbox_backlog ")
+    assert families == 1

@@ -1,0 +1,27 @@
+"""The inbox's counter: a message applied once, its redeliveries dropped."""
+
+import pytest
+from django.test import override_settings
+
+from inbox.api import receive
+from tests.idempotency.prometheus.scraping import METRICS_ON, scrape, value
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_received_once_and_each_redelivery_counted_as_a_duplicate(client):
+    def count(scraped, outcome):
+        return value(
+            scraped, "once_inbox_messages_total", subscriber="stock", outcome=outcome
+        )
+
+    before = scrape(client)
+    for _delivery in range(3):
+        with receive("stock", "msg-metrics-1"):
+            pass
+
+    after = scrape(client)
+    assert count(after, "received") - count(before, "received") == 1
+    assert count(after, "duplicate") - count(before, "duplicate") == 2
+    assert "msg-metrics-1" not in client.get("/metrics").content.decode()
