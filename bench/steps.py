@@ -1,7 +1,7 @@
 """Durable steps: what a step adds to an outside call, and steps mode's cost.
 
-A step is the call plus its recovery point: one short transaction that
-updates the unit's lease (the fence) and inserts the step's row. Measured
+A step is the call plus its recovery point: one statement that updates the
+unit's lease (the fence) and inserts the step's row. Measured
 against the bare call (a keep-alive HTTP request to a tiny server on
 loopback), a no-op step, and one autocommitted indexed INSERT: the target
 is that a step adds no more than that INSERT's round trip, <= 0.3 ms. Then
@@ -71,8 +71,9 @@ def run() -> str:
     return (
         "## Durable steps: a step's cost, and steps mode vs lease mode\n\n"
         "A step runs its call outside any transaction, then commits its "
-        "recovery point: one transaction updating the unit's lease (the "
-        "fence) and inserting the step's row. The bare call is a keep-alive "
+        "recovery point: on PostgreSQL one autocommitted statement that "
+        "renews the unit's lease, fenced on its attempt, and inserts the "
+        "step's row (a CTE). The bare call is a keep-alive "
         "HTTP POST to a tiny server on loopback; the no-op step calls nothing. "
         f"{ROUNDS} interleaved rounds of {PER_ROUND}, real commits on "
         f"PostgreSQL, load average {load:.2f}.\n"
