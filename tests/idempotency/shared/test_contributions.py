@@ -15,7 +15,13 @@ def test_every_app_contributes_in_installed_apps_order():
         "webhooks",
     ]
     panels = [panel.__module__ for panel in contributions.console_panels()]
-    assert panels == ["idempotency.ops", "outbox.ops", "inbox.ops", "webhooks.ops"]
+    assert panels == [
+        "idempotency.ops",
+        "idempotency.console.units",
+        "outbox.ops",
+        "inbox.ops",
+        "webhooks.ops",
+    ]
     labels = [str(label) for label, _counts in contributions.console_series()]
     assert labels == ["keys created", "events published", "receipts received"]
 
