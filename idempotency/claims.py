@@ -34,7 +34,7 @@ from .exceptions import (
 from .fingerprint import compute as compute_fingerprint
 from .models import IdempotencyRecord
 from .scopes import ANONYMOUS
-from .shared import clock, problems
+from .shared import clock, problems, tracing
 from .shared.settings import InvalidSetting, as_timedelta
 
 ATOMIC = "atomic"
@@ -42,6 +42,11 @@ LEASE = "lease"
 MODES = (ATOMIC, LEASE)
 # How often a lease-mode duplicate re-reads the record while it waits.
 POLL_INTERVAL = 0.05
+# idempotency.outcome on the server span, beside the problem types of refusals.
+EXECUTED = "executed"  # the view ran under the claim
+REPLAYED = "replayed"  # the stored answer was sent again
+NOT_KEPT = "not-kept"  # the view's answer was not stored (a validation error)
+FAILED = "failed"  # the view raised
 
 State = IdempotencyRecord.State
 logger = logging.getLogger("idempotency")
@@ -181,6 +186,9 @@ def execute(request, policy: Policy, produce: Callable):
     that must not be saved; it runs inside the claim's transaction. Refusals
     come back as problem+json responses.
     """
+    # What the trace's server span says of a keyed request (the view raised,
+    # unless a line below says otherwise); never the key itself.
+    outcome: str | None = FAILED
     try:
         key = keys.parse(request.headers.get(idempotency_settings.HEADER))
         if key is None:
@@ -188,16 +196,30 @@ def execute(request, policy: Policy, produce: Callable):
                 raise KeyMissing(
                     f"Send an {idempotency_settings.HEADER} header with this request."
                 )
+            outcome = None  # not a keyed request
             return produce()
         claim = _new_claim(request, policy, key)
         store = _storing(produce, responses.SessionWatch(request))
-        if policy.mode == ATOMIC:
-            return _run_atomic(claim, store)
-        return _run_lease(claim, store)
+        run = _run_atomic if policy.mode == ATOMIC else _run_lease
+        response = run(claim, store)
+        replayed = response.has_header(responses.REPLAYED_HEADER)
+        outcome = REPLAYED if replayed else EXECUTED
+        return response
     except IdempotencyError as exc:
+        outcome = exc.type  # the problem type: key-reused, request-in-flight...
         return problems.from_exception(exc, instance=request.path)
     except Invalid as invalid:
+        outcome = NOT_KEPT
         return invalid.response
+    finally:
+        if outcome is not None:
+            tracing.annotate(
+                **{
+                    "idempotency.operation": policy.operation,
+                    "idempotency.outcome": outcome,
+                    "idempotency.replayed": outcome == REPLAYED,
+                }
+            )
 
 
 def _new_claim(request, policy, key):

@@ -12,7 +12,7 @@ from celery import Task, current_task, shared_task
 from celery.exceptions import Ignore, Reject, Retry
 from django.db import router, transaction
 
-from idempotency.shared import clock
+from idempotency.shared import clock, tracing
 from idempotency.shared.headers import MESSAGE_ID_HEADER
 
 from .conf import inbox_settings
@@ -109,8 +109,12 @@ def consumer(
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             found = _resolve(message_id, args, kwargs)
-            with receive(subscriber, found) as delivery:
+            with (
+                tracing.processing(subscriber, _trace_context(kwargs), found),
+                receive(subscriber, found) as delivery,
+            ):
                 if delivery.duplicate:
+                    tracing.annotate(**{"once.duplicate": True})
                     return None
                 return func(*args, **kwargs)
 
@@ -138,6 +142,24 @@ def _resolve(spec, args, kwargs) -> str:
             "Cannot tell this delivery's message id; pass message_id= to @consumer."
         )
     return str(found)
+
+
+def _trace_context(kwargs) -> dict:
+    """Where the producer's trace context is: the ``headers`` keyword argument
+    (our publishers' envelope), else the Celery task's own headers."""
+    if not tracing.ENABLED:
+        return {}
+    headers = kwargs.get("headers")
+    if isinstance(headers, dict) and headers.get(tracing.TRACEPARENT):
+        return headers
+    task = current_task._get_current_object()  # type: ignore[attr-defined]
+    if task is None or task.request.called_directly:
+        return {}
+    return {
+        name: task.request.get(name)
+        for name in (tracing.TRACEPARENT, tracing.TRACESTATE)
+        if task.request.get(name)
+    }
 
 
 def _from_task() -> str | None:

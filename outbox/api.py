@@ -5,7 +5,7 @@ from typing import Any
 
 from django.db import connections, router, transaction
 
-from idempotency.shared import clock
+from idempotency.shared import clock, tracing
 from idempotency.shared.headers import MESSAGE_ID_HEADER
 
 from .conf import DEBEZIUM, outbox_settings
@@ -41,6 +41,12 @@ def record(
         )
     message_id = uuid.uuid4()
     aggregate_id = str(aggregate_id)
+    # Headers the caller gave win over the create span's context.
+    headers = {
+        **tracing.created(aggregate_type, message_id),
+        **(headers or {}),
+        MESSAGE_ID_HEADER: str(message_id),
+    }
     # savepoint=False: joining the caller's transaction costs nothing, and a
     # failure here must fail the caller's change too.
     with transaction.atomic(using=using, savepoint=False):
@@ -55,7 +61,8 @@ def record(
             aggregateid=aggregate_id,
             type=event_type,
             payload=payload,
-            headers={**(headers or {}), MESSAGE_ID_HEADER: str(message_id)},
+            headers=headers,
+            tracingspancontext=_debezium_span_context(headers),
             created_at=now,
             available_at=now,
         )
@@ -66,6 +73,13 @@ def record(
         else:
             relay_kicker.on_commit(using)
     return message_id
+
+
+def _debezium_span_context(headers):
+    """Debezium's router reads the trace context from its own column."""
+    if outbox_settings.RELAY != DEBEZIUM:
+        return ""
+    return tracing.java_properties(headers)
 
 
 def _lock_aggregate(connection, aggregate_type, aggregate_id):

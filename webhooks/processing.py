@@ -9,7 +9,7 @@ from typing import NoReturn
 
 from django.db import InterfaceError, OperationalError, router, transaction
 
-from idempotency.shared import clock
+from idempotency.shared import clock, tracing
 
 from .exceptions import HandlerFailed, ReceiptUnreadable
 from .handlers import Event, handlers_for
@@ -119,6 +119,15 @@ def _read(receipts, pk) -> WebhookReceipt:
 
 def _run_handlers(receipt) -> Outcome:
     """Run the receipt's handlers and mark it, in the caller's transaction."""
+    with tracing.webhook(
+        "process",
+        receipt.source,
+        **{"messaging.message.id": receipt.delivery_id},
+    ):
+        return _handle(receipt)
+
+
+def _handle(receipt) -> Outcome:
     handlers = handlers_for(receipt.source, receipt.event_type)
     event = Event(
         receipt=receipt,

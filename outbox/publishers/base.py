@@ -1,5 +1,6 @@
 """The publisher extension point and the envelope every publisher sends."""
 
+from idempotency.shared import tracing
 from idempotency.shared.headers import EVENT_HEADERS, MESSAGE_ID_HEADER
 from idempotency.shared.settings import InvalidSetting, duration
 
@@ -41,8 +42,13 @@ class BasePublisher:
 def envelope(message) -> tuple[object, dict]:
     """The body and headers every publisher sends, shaped like Debezium's router:
     the payload as the body, the event type and ids as headers, and the event's
-    own headers in a namespace of their own, so none can steer the transport."""
+    own headers in a namespace of their own, so none can steer the transport.
+
+    The event's trace context goes at the top as well, where consumers'
+    OpenTelemetry instrumentation looks for ``traceparent`` and
+    ``tracestate``: parsed and written again, so only a well-formed one."""
     headers = {
+        **tracing.carried(message.headers),
         "id": str(message.id),
         "type": message.type,
         "aggregatetype": message.aggregatetype,
