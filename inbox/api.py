@@ -155,11 +155,7 @@ def _trace_context(kwargs) -> dict:
     task = current_task._get_current_object()  # type: ignore[attr-defined]
     if task is None or task.request.called_directly:
         return {}
-    return {
-        name: task.request.get(name)
-        for name in (tracing.TRACEPARENT, tracing.TRACESTATE)
-        if task.request.get(name)
-    }
+    return task.request.headers or {}
 
 
 def _from_task() -> str | None:

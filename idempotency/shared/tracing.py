@@ -51,14 +51,14 @@ def _inject(context=None) -> dict[str, str]:
 
 
 def _extract(headers: Mapping | None):
-    """The remote span context ``headers`` carry, or None (none, or invalid)."""
+    """The remote span context ``headers`` carry, or None without one."""
     if not headers or not headers.get(TRACEPARENT):
         return None
     names = (TRACEPARENT, TRACESTATE)
     carrier = {name: str(headers[name]) for name in names if name in headers}
-    context = _propagator.extract(carrier)
-    span_context = trace.get_current_span(context).get_span_context()
-    return span_context if span_context.is_valid else None
+    # An invalid one (malformed) is dropped by the propagator's inject and
+    # the SDK's links, and parents a new trace.
+    return trace.get_current_span(_propagator.extract(carrier)).get_span_context()
 
 
 def carried(headers: Mapping | None) -> dict[str, str]:

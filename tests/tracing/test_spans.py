@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 )
 from opentelemetry.trace import SpanKind, StatusCode
 
-from inbox.api import consumer
+from inbox.api import consumer, consumer_task
 from inbox.models import InboxMessage
 from outbox import relay
 from outbox.api import record
@@ -213,6 +213,31 @@ def test_a_consumer_inside_a_trace_is_its_child_and_links_the_producer(
     assert [f"{link.context.span_id:016x}" for link in process.links] == [
         TRACEPARENT.split("-")[2]
     ]
+
+
+@consumer_task("billing-task", name="tests.tracing.billing")
+def billing_task(*, payload):
+    return payload
+
+
+def test_a_consumer_task_finds_the_context_in_its_task_headers(spans):
+    # No headers keyword argument: the Celery message's own headers.
+    billing_task.apply(
+        kwargs={"payload": {}}, task_id="m-3", headers={"traceparent": TRACEPARENT}
+    )
+
+    (process,) = named(spans, "process billing-task")
+    assert [f"{link.context.span_id:016x}" for link in process.links] == [
+        TRACEPARENT.split("-")[2]
+    ]
+
+
+def test_a_malformed_context_is_neither_parent_nor_link(spans):
+    handle(payload={}, headers={"once-message-id": "m-4", "traceparent": "00-zz"})
+
+    (process,) = named(spans, "process billing")
+    assert process.parent is None
+    assert list(process.links) == []
 
 
 @pytest.fixture
