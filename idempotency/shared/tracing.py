@@ -15,7 +15,7 @@ message it handles, so a request, its event and its consumers show as one
 trace.
 """
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -180,6 +180,26 @@ def webhook(operation: str, source: str, **attributes) -> Iterator[Any]:
         attributes=_attributes(operation, source, **attributes),
     ) as span:
         yield span
+
+
+def stepped(fn: Callable, name: str, kind: str, attempt: int) -> Callable:
+    """``fn`` running in a ``step <name>`` span: a durable step's work, or its
+    undo's (``undo:<name>``), in the current trace."""
+    if not ENABLED:
+        return fn
+    attributes: dict[str, str | int] = {
+        "once.unit.kind": kind,
+        "once.step.name": name,
+        "once.step.attempt": attempt,
+    }
+
+    def run(*args):
+        with tracer.start_as_current_span(
+            f"step {name}", kind=SpanKind.INTERNAL, attributes=attributes
+        ):
+            return fn(*args)
+
+    return run
 
 
 def annotate(**attributes) -> None:

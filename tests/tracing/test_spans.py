@@ -358,3 +358,31 @@ def test_in_debezium_mode_record_writes_the_routers_tracing_column(
     (create,) = named(spans, "create order")
     assert written == [f"traceparent={header_of(create)}\n"]
     assert not OutboxMessage.objects.exists()  # CDC read it; nothing stays
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_durable_step_and_each_undo_is_a_span_of_the_current_trace(
+    spans, request_span
+):
+    from idempotency.shared.steps import begin
+    from tests.idempotency.shared.test_steps import LEASE, UNIT, charge, refund
+
+    with request_span() as request:
+        steps = begin(UNIT, "payment.create (user:1)", lease=LEASE)
+        steps.step("charge", charge, undo=refund)
+        steps.step("charge", charge, undo=refund)  # done: no call, no span
+        steps.give_up("declined")
+
+    step, undo = (
+        span for span in spans.get_finished_spans() if span.name != "POST /api/orders/"
+    )
+    assert (step.name, undo.name) == ("step charge", "step undo:charge")
+    for span in (step, undo):
+        assert span.parent.span_id == request.get_span_context().span_id
+        assert span.attributes["once.unit.kind"] == "keys"
+    # Compensating takes the unit over: an attempt of its own.
+    assert (
+        step.attributes["once.step.attempt"],
+        undo.attributes["once.step.attempt"],
+    ) == (1, 2)
+    assert UNIT.derive("charge") not in str(dict(step.attributes))
