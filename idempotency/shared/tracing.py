@@ -3,7 +3,7 @@
 The ``[otel]`` extra installs it. Without it the import below fails once, at
 startup, and every function here returns at its first line: no span, no
 header, no import attempt per call. With it and no SDK configured, the API's
-no-op tracer makes the spans and writes no header.
+no-op tracer records nothing, and no header is written.
 
 The spans follow OpenTelemetry's messaging conventions: ``create`` when
 ``record()`` writes an event (its context is the message's creation context,
