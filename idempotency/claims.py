@@ -36,7 +36,7 @@ from .exceptions import (
 from .fingerprint import compute as compute_fingerprint
 from .models import IdempotencyRecord
 from .scopes import ANONYMOUS
-from .shared import clock, problems, units
+from .shared import clock, problems, tracing, units
 from .shared.settings import InvalidSetting, as_timedelta
 from .shared.steps import CompensationInProgress, StepTakenOver
 
@@ -46,6 +46,11 @@ STEPS = "steps"
 MODES = (ATOMIC, LEASE, STEPS)
 # How often a lease-mode duplicate re-reads the record while it waits.
 POLL_INTERVAL = 0.05
+# idempotency.outcome on the server span, beside the problem types of refusals.
+EXECUTED = "executed"  # the view ran under the claim
+REPLAYED = "replayed"  # the stored answer was sent again
+NOT_KEPT = "not-kept"  # the view's answer was not stored (a validation error)
+FAILED = "failed"  # the view raised
 
 State = IdempotencyRecord.State
 logger = logging.getLogger("idempotency")
@@ -198,6 +203,9 @@ def execute(request, policy: Policy, produce: Callable):
     that must not be saved; it runs inside the claim's transaction. Refusals
     come back as problem+json responses.
     """
+    # What the trace's server span says of a keyed request (the view raised,
+    # unless a line below says otherwise); never the key itself.
+    outcome: str | None = FAILED
     try:
         key = keys.parse(request.headers.get(idempotency_settings.HEADER))
         if key is None:
@@ -205,22 +213,38 @@ def execute(request, policy: Policy, produce: Callable):
                 raise KeyMissing(
                     f"Send an {idempotency_settings.HEADER} header with this request."
                 )
+            outcome = None  # not a keyed request
             return produce()
         claim = _new_claim(request, policy, key)
         if policy.mode == STEPS:
             produce = stepping.abandoning(produce, request)
         store = _storing(produce, responses.SessionWatch(request))
         if policy.mode == ATOMIC:
-            return _run_atomic(claim, store)
-        return _run_lease(claim, store, steps=policy.mode == STEPS)
+            response = _run_atomic(claim, store)
+        else:
+            response = _run_lease(claim, store, steps=policy.mode == STEPS)
+        replayed = response.has_header(responses.REPLAYED_HEADER)
+        outcome = REPLAYED if replayed else EXECUTED
+        return response
     except IdempotencyError as exc:
+        outcome = exc.type  # the problem type: key-reused, request-in-flight...
         signals.refused(request, policy, exc)
         return problems.from_exception(exc, instance=request.path)
     except Invalid as invalid:
+        outcome = NOT_KEPT
         if (claim := getattr(request, "idempotency", None)) is not None:
             status = invalid.response.status_code
             signals.failed(claim, policy.mode, status=status, reason=signals.INVALID)
         return invalid.response
+    finally:
+        if outcome is not None:
+            tracing.annotate(
+                **{
+                    "idempotency.operation": policy.operation,
+                    "idempotency.outcome": outcome,
+                    "idempotency.replayed": outcome == REPLAYED,
+                }
+            )
 
 
 def _new_claim(request, policy, key):

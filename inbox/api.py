@@ -13,7 +13,7 @@ from celery import Task, current_task, shared_task
 from celery.exceptions import Ignore, Reject, Retry
 from django.db import router, transaction
 
-from idempotency.shared import clock, units
+from idempotency.shared import clock, tracing, units
 from idempotency.shared.headers import EVENT_HEADERS, INTENT_HEADER, MESSAGE_ID_HEADER
 
 from . import signals
@@ -183,8 +183,12 @@ def consumer(
         def wrapper(*args, **kwargs):
             found = _resolve(message_id, args, kwargs)
             carried = _intent_of(intent, args, kwargs)
-            with receive(subscriber, found, intent=carried) as delivery:
+            with (
+                tracing.processing(subscriber, _trace_context(kwargs), found),
+                receive(subscriber, found, intent=carried) as delivery,
+            ):
                 if delivery.duplicate:
+                    tracing.annotate(**{"once.duplicate": True})
                     return None
                 return func(*args, **kwargs)
 
@@ -230,6 +234,20 @@ def _intent_from_task() -> str | None:
     return intent_from(
         {name: request.get(name) for name in (INTENT_HEADER, EVENT_HEADERS)}
     )
+
+
+def _trace_context(kwargs) -> dict:
+    """Where the producer's trace context is: the ``headers`` keyword argument
+    (our publishers' envelope), else the Celery task's own headers."""
+    if not tracing.ENABLED:
+        return {}
+    headers = kwargs.get("headers")
+    if isinstance(headers, dict) and headers.get(tracing.TRACEPARENT):
+        return headers
+    task = current_task._get_current_object()  # type: ignore[attr-defined]
+    if task is None or task.request.called_directly:
+        return {}
+    return task.request.headers or {}
 
 
 def _from_task() -> str | None:

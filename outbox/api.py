@@ -5,7 +5,7 @@ from typing import Any
 
 from django.db import connections, router, transaction
 
-from idempotency.shared import clock, units
+from idempotency.shared import clock, tracing, units
 from idempotency.shared.headers import INTENT_HEADER, MESSAGE_ID_HEADER
 
 from . import signals
@@ -46,6 +46,14 @@ def record(
         )
     message_id = uuid.uuid4()
     aggregate_id = str(aggregate_id)
+    # Headers the caller gave win over the create span's context and the
+    # current unit's intent.
+    headers = {
+        **tracing.created(aggregate_type, message_id),
+        **_intent_header(units.current()),
+        **(headers or {}),
+        MESSAGE_ID_HEADER: str(message_id),
+    }
     # savepoint=False: joining the caller's transaction costs nothing, and a
     # failure here must fail the caller's change too.
     with transaction.atomic(using=using, savepoint=False):
@@ -60,11 +68,8 @@ def record(
             aggregateid=aggregate_id,
             type=event_type,
             payload=payload,
-            headers={
-                **_intent_header(units.current()),
-                **(headers or {}),
-                MESSAGE_ID_HEADER: str(message_id),
-            },
+            headers=headers,
+            tracingspancontext=_debezium_span_context(headers),
             created_at=now,
             available_at=now,
         )
@@ -81,6 +86,13 @@ def record(
 def _intent_header(unit: units.Unit | None) -> dict:
     """The header naming the intent the current unit serves, if one runs."""
     return {INTENT_HEADER: unit.intent} if unit is not None else {}
+
+
+def _debezium_span_context(headers):
+    """Debezium's router reads the trace context from its own column."""
+    if outbox_settings.RELAY != DEBEZIUM:
+        return ""
+    return tracing.java_properties(headers)
 
 
 def _lock_aggregate(connection, aggregate_type, aggregate_id):

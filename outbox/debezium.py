@@ -51,6 +51,10 @@ def connector_config(
                 f"type:header:type,headers:header:{EVENT_HEADERS}"
             ),
             "transforms.outbox.table.expand.json.payload": "true",
+            # The trace context record() writes in Debezium mode (the
+            # router's default column, named so it cannot drift): the
+            # router's span continues the request's trace.
+            "transforms.outbox.tracing.span.context.field": "tracingspancontext",
             # No table.field.event.timestamp: the router needs a timestamp
             # without time zone and created_at has one; it uses the change
             # event's time instead.

@@ -39,6 +39,12 @@ class OutboxMessage(models.Model):
         encoder=DjangoJSONEncoder,
         help_text=_("Message id, idempotency key, traceparent, ..."),
     )
+    # Debezium's outbox event router reads the trace context from this column
+    # (its default tracing.span.context.field), a java.util.Properties text;
+    # record() writes it in Debezium mode only; empty means none.
+    tracingspancontext = models.TextField(
+        _("tracing span context"), blank=True, default="", editable=False
+    )
     state = models.CharField(
         _("state"), max_length=16, choices=State.choices, default=State.PENDING
     )

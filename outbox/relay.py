@@ -26,7 +26,7 @@ from django.db import connections, models, router, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.sql import UpdateQuery
 
-from idempotency.shared import clock
+from idempotency.shared import clock, tracing
 from idempotency.shared.settings import as_timedelta
 
 from . import signals
@@ -149,10 +149,12 @@ def publish_batch(batch, publisher, *, using: str | None = None) -> DrainResult:
             failed[message.id] = "lease lapsed on every attempt"
         else:
             due.append(message)
-    try:
-        refused = publisher.publish_many(due) if due else {}
-    except Exception as exc:  # a publisher must not strand its batch
-        refused = dict.fromkeys((message.id for message in due), exc)
+    with tracing.sending(due) as span:
+        try:
+            refused = publisher.publish_many(due) if due else {}
+        except Exception as exc:  # a publisher must not strand its batch
+            refused = dict.fromkeys((message.id for message in due), exc)
+        tracing.refused(span, len(refused), len(due))
     for message in due:
         if (error := refused.get(message.id)) is not None:
             # Logged with its outcome (backing off, or dead) by write_back.

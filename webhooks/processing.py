@@ -8,7 +8,7 @@ from typing import NoReturn
 
 from django.db import InterfaceError, OperationalError, router, transaction
 
-from idempotency.shared import clock, units
+from idempotency.shared import clock, tracing, units
 
 from . import signals
 from .exceptions import HandlerFailed, ReceiptUnreadable
@@ -118,6 +118,15 @@ def _read(receipts, pk) -> WebhookReceipt:
 
 def _run_handlers(receipt) -> Outcome:
     """Run the receipt's handlers and mark it, in the caller's transaction."""
+    with tracing.webhook(
+        "process",
+        receipt.source,
+        **{"messaging.message.id": receipt.delivery_id},
+    ):
+        return _handle(receipt)
+
+
+def _handle(receipt) -> Outcome:
     handlers = handlers_for(receipt.source, receipt.event_type)
     event = Event(
         receipt=receipt,

@@ -8,7 +8,7 @@ from django.http import HttpResponse
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from idempotency.shared import clock
+from idempotency.shared import clock, tracing
 from idempotency.shared.problems import from_exception
 
 from . import bodies, signals, sources
@@ -48,9 +48,12 @@ class WebhookView(View):
     def post(self, request, source):
         try:
             config = _source(source)
-            body = bodies.read(request, config.max_body_size)
-            delivery = self.authenticate(config, body, request.headers)
-            return self.accept(config, delivery, request, body)
+            # Named after a configured source only: an unknown one in the URL
+            # must not make a span name of its own.
+            with tracing.webhook("receive", config.name):
+                body = bodies.read(request, config.max_body_size)
+                delivery = self.authenticate(config, body, request.headers)
+                return self.accept(config, delivery, request, body)
         except WebhookError as refusal:
             # An unknown source's name is the client's: never repeated.
             known = not isinstance(refusal, UnknownSource)

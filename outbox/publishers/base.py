@@ -1,5 +1,6 @@
 """The publisher extension point and the envelope every publisher sends."""
 
+from idempotency.shared import tracing
 from idempotency.shared.headers import EVENT_HEADERS, INTENT_HEADER, MESSAGE_ID_HEADER
 from idempotency.shared.settings import InvalidSetting, duration
 
@@ -43,8 +44,12 @@ def envelope(message) -> tuple[object, dict]:
     the payload as the body, the event type and ids as headers, and the event's
     own headers in a namespace of their own, so none can steer the transport.
     The intent the event serves travels like its message id: beside the
-    transport's headers and inside the event's own."""
+    transport's headers and inside the event's own. The event's trace context
+    goes at the top as well, where consumers' OpenTelemetry instrumentation
+    looks for ``traceparent`` and ``tracestate``: parsed and written again,
+    so only a well-formed one."""
     headers = {
+        **tracing.carried(message.headers),
         "id": str(message.id),
         "type": message.type,
         "aggregatetype": message.aggregatetype,

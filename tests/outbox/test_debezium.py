@@ -41,3 +41,14 @@ def test_the_events_headers_travel_in_one_header_as_the_relay_sends_them():
         "type:header:type",
         f"headers:header:{EVENT_HEADERS}",
     ]
+
+
+def test_the_router_reads_the_trace_context_from_the_column_record_writes():
+    from outbox.models import OutboxMessage
+
+    out = StringIO()
+    call_command("outbox_debezium_config", stdout=out)
+
+    c = json.loads(out.getvalue())["config"]
+    column = c["transforms.outbox.tracing.span.context.field"]
+    assert OutboxMessage._meta.get_field(column).column == "tracingspancontext"

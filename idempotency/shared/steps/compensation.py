@@ -13,7 +13,7 @@ from datetime import timedelta
 from django.db import connections, router, transaction
 from django.utils.module_loading import import_string
 
-from .. import clock, signals
+from .. import clock, signals, tracing
 from .exceptions import (
     CompensationFailed,
     CompensationInProgress,
@@ -117,7 +117,8 @@ def _to_undo(unit, db) -> list[StepRecord]:
 def _undo(unit, step, db, lease) -> None:
     name = UNDO_PREFIX + step.name
     try:
-        result = as_json(import_string(step.undo)(step.undo_key, step.result), name)
+        undo = tracing.stepped(import_string(step.undo), name, unit.kind, unit.attempt)
+        result = as_json(undo(step.undo_key, step.result), name)
     except Exception as exc:
         _stop(unit, db, exc)
         raise CompensationFailed(

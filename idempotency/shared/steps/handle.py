@@ -18,7 +18,7 @@ from typing import Any
 from django.db import DatabaseError, IntegrityError, connections, router, transaction
 from django.utils.module_loading import import_string
 
-from .. import clock, signals
+from .. import clock, signals, tracing
 from ..inserts import insert_or_update, insert_shape
 from ..units import Unit
 from .exceptions import (
@@ -197,6 +197,7 @@ class Steps:
                 "outside transaction.atomic(), or pass atomic=True for local "
                 "database work."
             )
+        fn = tracing.stepped(fn, name, self.unit.kind, self.attempt)
         key = self.unit.derive(name)
         try:
             if atomic:
