@@ -5,6 +5,10 @@ from django.utils.translation import gettext_lazy as _
 
 from .querysets import IdempotencyRecordQuerySet
 
+# The step log of every app's units lives in the shared core; importing it
+# here registers its models with this app.
+from .shared.steps.models import StepRecord, UnitRecord  # noqa: F401
+
 
 class IdempotencyRecord(models.Model):
     class State(models.TextChoices):

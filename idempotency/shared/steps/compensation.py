@@ -1,0 +1,198 @@
+"""Compensations: when a unit gives up, undo its completed steps once each.
+
+The undos run in the reverse order of their steps' recovery points, each
+called as ``undo(key, result)`` with ``key = derive("undo:" + name)`` and
+stored as a recovery point of its own (a step named ``undo:<name>``). The
+unit's row is the lock: one worker compensates at a time under a lease, a
+second abandon finds it compensating (or compensated) and does nothing, and
+one that finds the lease lapsed continues from the first undo not stored.
+"""
+
+from datetime import timedelta
+
+from django.db import connections, router, transaction
+from django.utils.module_loading import import_string
+
+from .. import clock, signals
+from .errors import (
+    CompensationFailed,
+    CompensationInProgress,
+    StepInTransaction,
+    StepTakenOver,
+    UnitFinished,
+    UnitRunning,
+)
+from .handle import UNDO_PREFIX, as_json, error_text, save_step
+from .models import StepRecord, UnitRecord
+
+UnitState = UnitRecord.State
+StepState = StepRecord.State
+# How long a compensation holds the unit before another abandon may continue
+# it; renewed by each undo's recovery point.
+COMPENSATION_LEASE = timedelta(seconds=60)
+
+
+def compensate(
+    unit_identity: str,
+    reason: str,
+    *,
+    using: str | None = None,
+    lease: timedelta = COMPENSATION_LEASE,
+) -> bool:
+    """Give up the unit ``unit_identity`` from outside it (an operator).
+
+    Refused while the unit runs under a live lease (``UnitRunning``): its
+    worker may be mid-call. Returns True when this call compensated it, False
+    when it already was (or no such unit exists).
+    """
+    return _compensate(unit_identity, reason, using=using, lease=lease, attempt=None)
+
+
+def compensate_owned(unit_identity, reason, *, using, lease, attempt) -> bool:
+    """Give up the unit from the attempt that holds it (``Steps.give_up``)."""
+    return _compensate(unit_identity, reason, using=using, lease=lease, attempt=attempt)
+
+
+def _compensate(unit_identity, reason, *, using, lease, attempt) -> bool:
+    db = using or router.db_for_write(UnitRecord)
+    if connections[db].in_atomic_block:
+        raise StepInTransaction(
+            "Compensating calls the undos outside any transaction: call it "
+            "outside transaction.atomic()."
+        )
+    unit = _take(unit_identity, reason, db, lease, attempt)
+    if unit is None:
+        return False
+    for step in _to_undo(unit, db):
+        _undo(unit, step, db, lease)
+    _close(unit, db)
+    return True
+
+
+def _take(unit_identity, reason, db, lease, attempt) -> UnitRecord | None:
+    """Lock the unit and make it this compensation's (attempt + 1: the fence)."""
+    now = clock.now()
+    with transaction.atomic(using=db):
+        unit = (
+            UnitRecord.objects.using(db)
+            .select_for_update()
+            .filter(pk=unit_identity)
+            .first()
+        )
+        if unit is None or unit.state == UnitState.COMPENSATED:
+            return None
+        if unit.state == UnitState.DONE:
+            raise UnitFinished(f"{unit} finished: there is nothing to compensate.")
+        live = unit.lease_expires_at is not None and unit.lease_expires_at > now
+        if unit.state == UnitState.COMPENSATING and live:
+            raise CompensationInProgress(f"{unit} is being compensated right now.")
+        if unit.state == UnitState.RUNNING and live and unit.attempt != attempt:
+            if attempt is not None:
+                raise StepTakenOver(f"A newer attempt holds {unit}.")
+            raise UnitRunning(
+                f"{unit} is running and its lease is live until "
+                f"{unit.lease_expires_at:%Y-%m-%d %H:%M:%S}: release or abandon "
+                "it once its lease lapses."
+            )
+        unit.state = UnitState.COMPENSATING
+        unit.attempt += 1
+        unit.lease_expires_at = now + lease
+        unit.reason = unit.reason or str(reason)
+        unit.error = ""
+        unit.updated_at = now
+        unit.save()
+    return unit
+
+
+def _to_undo(unit, db) -> list[StepRecord]:
+    """The completed steps with an undo, the last recovery point first."""
+    return list(
+        StepRecord.objects.using(db)
+        .filter(unit=unit, state=StepState.DONE)
+        .exclude(undo="")
+        .order_by("-finished_at", "-id")
+    )
+
+
+def _undo(unit, step, db, lease) -> None:
+    name = UNDO_PREFIX + step.name
+    try:
+        result = as_json(import_string(step.undo)(step.undo_key, step.result), name)
+    except Exception as exc:
+        _stop(unit, db, exc)
+        raise CompensationFailed(
+            f"The undo of step {step.name!r} ({step.undo}) raised {error_text(exc)}. "
+            "The unit stays compensating; abandon it again to continue."
+        ) from exc
+    now = clock.now()
+    with transaction.atomic(using=db):
+        if not _fenced(unit, db).update(lease_expires_at=now + lease, updated_at=now):
+            _lost(unit)
+        save_step(
+            db,
+            unit=unit.pk,
+            name=name,
+            attempt=unit.attempt,
+            result=result,
+            undo="",
+            undo_key="",
+            now=now,
+        )
+        StepRecord.objects.using(db).filter(pk=step.pk).update(state=StepState.UNDONE)
+        signals.send_on_commit(
+            signals.step_done,
+            UnitRecord,
+            using=db,
+            kind=unit.kind,
+            unit=unit.pk,
+            intent=unit.intent,
+            step=name,
+            attempt=unit.attempt,
+            undo=True,
+        )
+
+
+def _stop(unit, db, exc) -> None:
+    """Leave the unit compensating with the error; the next abandon continues."""
+    _fenced(unit, db).update(
+        error=error_text(exc), lease_expires_at=None, updated_at=clock.now()
+    )
+
+
+def _close(unit, db) -> None:
+    with transaction.atomic(using=db):
+        closed = _fenced(unit, db).update(
+            state=UnitState.COMPENSATED,
+            lease_expires_at=None,
+            error="",
+            updated_at=clock.now(),
+        )
+        if not closed:
+            _lost(unit)
+        undone = [
+            name.removeprefix(UNDO_PREFIX)
+            for name in StepRecord.objects.using(db)
+            .filter(unit=unit, name__startswith=UNDO_PREFIX)
+            .order_by("finished_at", "id")
+            .values_list("name", flat=True)
+        ]
+        signals.send_on_commit(
+            signals.unit_compensated,
+            UnitRecord,
+            using=db,
+            kind=unit.kind,
+            unit=unit.pk,
+            intent=unit.intent,
+            steps=undone,
+            reason=unit.reason,
+        )
+
+
+def _fenced(unit, db):
+    return UnitRecord.objects.using(db).filter(
+        pk=unit.pk, attempt=unit.attempt, state=UnitState.COMPENSATING
+    )
+
+
+def _lost(unit):
+    raise StepTakenOver(f"Another worker took over the compensation of {unit}.")

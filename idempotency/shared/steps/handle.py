@@ -1,0 +1,375 @@
+"""Durable steps: each outside call runs once per unit, and a retry resumes.
+
+``begin(unit, ...)`` commits the unit's row (joining it bumps its attempt,
+the fence) and returns a ``Steps`` handle. ``handle.step(name, fn)`` calls
+``fn(unit.derive(name))`` outside any transaction, then commits its JSON
+result as a recovery point, fenced on the attempt; a later attempt gets that
+result back without calling ``fn``. A crash between the call and the
+recovery point calls ``fn`` again with the same key: at least once outside,
+deduplicated downstream by the key (rule 7).
+"""
+
+import json
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import DatabaseError, IntegrityError, connections, router, transaction
+from django.utils.module_loading import import_string
+
+from .. import clock, signals
+from ..inserts import insert_or_update
+from ..units import Unit
+from .errors import (
+    Abandon,
+    StepError,
+    StepInTransaction,
+    StepResultNotJSON,
+    StepTakenOver,
+    UndoNotImportable,
+)
+from .models import StepRecord, UnitRecord
+
+logger = logging.getLogger("idempotency.steps")
+
+UnitState = UnitRecord.State
+StepState = StepRecord.State
+UNDO_PREFIX = "undo:"
+GIVEN_UP = (UnitState.COMPENSATING, UnitState.COMPENSATED)
+# A step's error as the console shows it: enough to tell what went wrong.
+MAX_ERROR = 2000
+
+# Called with the new lease expiry while steps progress: the owner (a keyed
+# request's record, say) extends its own lease so nobody takes it over.
+Renew = Callable[[datetime], None]
+
+
+def begin(
+    unit: Unit,
+    label: str,
+    *,
+    lease: timedelta,
+    using: str | None = None,
+    fresh: bool = False,
+    renew: Renew | None = None,
+) -> "Steps":
+    """Create or join ``unit``'s row, committed on its own; return its handle.
+
+    Joining a running (or finished) unit takes it over: the attempt goes up,
+    so the attempt before stores nothing more, and the lease starts again.
+    ``fresh``: the owner's record began its life now (a new key, or one past
+    its retention), so an old row of the same identity is stale and starts
+    over. ``label`` says what the unit is, for the console: never put a raw
+    client key in it. ``renew`` is called with the new lease expiry at most
+    every half lease, after a step's recovery point commits.
+    """
+    db = using or router.db_for_write(UnitRecord)
+    if connections[db].in_atomic_block:
+        raise StepInTransaction(
+            "begin() commits the unit on its own: call it outside transaction.atomic()."
+        )
+    now = clock.now()
+    with transaction.atomic(using=db):
+        row = _locked_or_created(unit, label, db, now)
+        if fresh and row.attempt:
+            row.steps.all().delete()
+            row.state, row.reason, row.error, row.created_at = (
+                UnitState.RUNNING,
+                "",
+                "",
+                now,
+            )
+        if row.state not in GIVEN_UP:
+            # A given-up unit keeps its compensator's attempt: nothing new runs.
+            row.state = UnitState.RUNNING
+            row.attempt += 1
+            row.lease_expires_at = now + lease
+        row.label, row.updated_at = label[:255], now
+        row.save()
+        results = dict(
+            row.steps.exclude(state=StepState.FAILED).values_list("name", "result")
+        )
+    return Steps(unit, row, lease=lease, using=db, results=results, renew=renew)
+
+
+def _locked_or_created(unit: Unit, label: str, db: str, now) -> UnitRecord:
+    units = UnitRecord.objects.using(db)
+    for _round in range(3):
+        row = units.select_for_update().filter(pk=unit.identity).first()
+        if row is not None:
+            return row
+        row = UnitRecord(
+            id=unit.identity,
+            kind=unit.kind,
+            label=label[:255],
+            intent=unit.intent,
+            created_at=now,
+            updated_at=now,
+        )
+        try:
+            with transaction.atomic(using=db):
+                row.save(using=db, force_insert=True)
+            return row
+        except IntegrityError:
+            continue  # a concurrent begin() created it: lock that one
+    raise StepTakenOver("Could not create or lock the unit's row.")
+
+
+class Steps:
+    """One attempt's hold on a unit: run its steps, finish or give it up."""
+
+    def __init__(self, unit, row, *, lease, using, results, renew):
+        self.unit = unit
+        self.using = using
+        self.lease = lease
+        self.attempt = row.attempt
+        self.state = row.state
+        self.reason = row.reason
+        self._results: dict[str, Any] = results
+        self._renew = renew
+        self._renewed_at = clock.now()
+
+    def __repr__(self):
+        return f"<Steps {self.unit.kind} {self.unit.identity[:12]} #{self.attempt}>"
+
+    def done(self, name: str) -> bool:
+        """Whether step ``name`` has its recovery point."""
+        return name in self._results
+
+    def step(
+        self,
+        name: str,
+        fn: Callable[[str], Any],
+        *,
+        atomic: bool = False,
+        undo: Callable[[str, Any], Any] | None = None,
+    ) -> Any:
+        """Run ``fn(derive(name))`` once for this unit; return its JSON result.
+
+        The stored result comes back without calling ``fn`` when an earlier
+        attempt reached the recovery point. ``atomic=True``: ``fn`` does local
+        database work, committed with its recovery point in one transaction
+        (exactly once). ``undo(key, result)``, a module-level function,
+        compensates the step if the unit gives up.
+        """
+        _check_name(name)
+        undo_path = undo_path_of(undo) if undo is not None else ""
+        if self.state in GIVEN_UP:
+            raise Abandon(self.reason)
+        if name in self._results:
+            return self._results[name]
+        connection = connections[self.using]
+        if not atomic and connection.in_atomic_block:
+            raise StepInTransaction(
+                f"Step {name!r} runs inside an open transaction: a rollback would "
+                "erase its recovery point while its outside effect stays. Run it "
+                "outside transaction.atomic(), or pass atomic=True for local "
+                "database work."
+            )
+        key = self.unit.derive(name)
+        try:
+            if atomic:
+                with transaction.atomic(using=self.using):
+                    result = as_json(fn(key), name)
+                    self._store(name, result, undo_path)
+            else:
+                result = as_json(fn(key), name)
+                with transaction.atomic(using=self.using):
+                    self._store(name, result, undo_path)
+        except StepTakenOver:
+            raise
+        except Exception as exc:
+            if not connection.in_atomic_block:
+                self._note_failure(name, exc)
+            raise
+        self._results[name] = result
+        self._renew_owner()
+        return result
+
+    def _store(self, name: str, result, undo_path: str) -> None:
+        """The recovery point, fenced: only the attempt holding the unit stores."""
+        now = clock.now()
+        held = (
+            UnitRecord.objects.using(self.using)
+            .filter(
+                pk=self.unit.identity, attempt=self.attempt, state=UnitState.RUNNING
+            )
+            .update(lease_expires_at=now + self.lease, updated_at=now)
+        )
+        if not held:
+            raise StepTakenOver(
+                f"A newer attempt holds this unit; step {name!r} was not stored."
+            )
+        save_step(
+            self.using,
+            unit=self.unit.identity,
+            name=name,
+            attempt=self.attempt,
+            result=result,
+            undo=undo_path,
+            undo_key=self.unit.derive(UNDO_PREFIX + name) if undo_path else "",
+            now=now,
+        )
+        signals.send_on_commit(
+            signals.step_done,
+            UnitRecord,
+            using=self.using,
+            kind=self.unit.kind,
+            unit=self.unit.identity,
+            intent=self.unit.intent,
+            step=name,
+            attempt=self.attempt,
+            undo=False,
+        )
+
+    def _note_failure(self, name: str, exc: Exception) -> None:
+        """Count the failed call on the step's row, for the console; never
+        mask the error."""
+        now = clock.now()
+        table = _quoted(StepRecord, self.using)
+        try:
+            with transaction.atomic(using=self.using):
+                insert_or_update(
+                    StepRecord.objects.using(self.using),
+                    {
+                        "unit": self.unit.identity,
+                        "name": name,
+                        "state": StepState.FAILED,
+                        "attempt": self.attempt,
+                        "error": error_text(exc),
+                        "created_at": now,
+                    },
+                    unique=("unit", "name"),
+                    update=(
+                        f"error = excluded.error, attempt = excluded.attempt, "
+                        f"attempts = {table}.attempts + 1 WHERE {table}.state = %s"
+                    ),
+                    params=(StepState.FAILED,),
+                )
+        except DatabaseError:
+            logger.warning("Could not note the failure of step %r", name, exc_info=True)
+
+    def _renew_owner(self) -> None:
+        if self._renew is None:
+            return
+        now = clock.now()
+        if now - self._renewed_at >= self.lease / 2:
+            self._renew(now + self.lease)
+            self._renewed_at = now
+
+    def finish(self) -> None:
+        """Mark the unit done (inside the owner's completing transaction, so
+        both commit together). Refused if a newer attempt holds it."""
+        finished = (
+            UnitRecord.objects.using(self.using)
+            .filter(
+                pk=self.unit.identity, attempt=self.attempt, state=UnitState.RUNNING
+            )
+            .update(state=UnitState.DONE, lease_expires_at=None, updated_at=clock.now())
+        )
+        if not finished:
+            raise StepTakenOver("A newer attempt holds this unit; it was not finished.")
+        self.state = UnitState.DONE
+
+    def give_up(self, reason: str) -> None:
+        """Compensate the completed steps (see ``compensate``) and stop."""
+        from .compensation import compensate_owned
+
+        compensate_owned(
+            self.unit.identity,
+            reason,
+            using=self.using,
+            lease=self.lease,
+            attempt=self.attempt,
+        )
+        self.state, self.reason = UnitState.COMPENSATED, reason
+
+
+def save_step(using, *, unit, name, attempt, result, undo, undo_key, now) -> None:
+    """Insert a done step, or make the failed row of its earlier calls done."""
+    table = _quoted(StepRecord, using)
+    insert_or_update(
+        StepRecord.objects.using(using),
+        {
+            "unit": unit,
+            "name": name,
+            "state": StepState.DONE,
+            "attempt": attempt,
+            "result": result,
+            "undo": undo,
+            "undo_key": undo_key,
+            "created_at": now,
+            "finished_at": now,
+        },
+        unique=("unit", "name"),
+        update=(
+            "state = excluded.state, attempt = excluded.attempt, "
+            "result = excluded.result, undo = excluded.undo, "
+            "undo_key = excluded.undo_key, error = '', "
+            f"attempts = {table}.attempts + 1, finished_at = excluded.finished_at"
+        ),
+    )
+
+
+def _quoted(model, using) -> str:
+    return connections[using].ops.quote_name(model._meta.db_table)
+
+
+def _check_name(name) -> None:
+    max_length = StepRecord._meta.get_field("name").max_length or 0
+    if not isinstance(name, str) or not name or len(name) > max_length:
+        raise StepError(
+            f"A step's name is a non-empty string of at most {max_length} "
+            f"characters, not {name!r}."
+        )
+    if name.startswith(UNDO_PREFIX) or "\x00" in name:
+        raise StepError(
+            f"Step {name!r}: names starting with {UNDO_PREFIX!r} are the "
+            "compensations' own, and a NUL cannot be stored."
+        )
+
+
+def as_json(value, name: str):
+    """``value`` as it will come back from the recovery point (tuples become
+    lists), refused unless PostgreSQL's jsonb can store it."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise StepResultNotJSON(
+            f"Step {name!r} returned {type(value).__name__!s}: {exc}. Return "
+            "JSON (dict, list, str, int, float, bool or None): it is stored "
+            "as the step's recovery point."
+        ) from exc
+    if "\\u0000" in text:
+        raise StepResultNotJSON(
+            f"Step {name!r} returned a NUL character, which cannot be stored."
+        )
+    return json.loads(text)
+
+
+def undo_path_of(undo) -> str:
+    """The dotted path that finds ``undo`` again in another process."""
+    module = getattr(undo, "__module__", None)
+    qualname = getattr(undo, "__qualname__", "")
+    path = f"{module}.{qualname}"
+    try:
+        found = (
+            import_string(path)
+            if module and module != "__main__" and qualname.isidentifier()
+            else None
+        )
+    except ImportError:
+        found = None
+    if found is not undo:
+        raise UndoNotImportable(
+            f"undo={undo!r}: pass a function defined at the top level of a "
+            "module (not a lambda, a closure, a method or a partial), so a "
+            "retry, another worker or an operator in the console can run it "
+            "by its dotted path."
+        )
+    return path
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:MAX_ERROR]

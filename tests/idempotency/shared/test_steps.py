@@ -1,0 +1,419 @@
+"""Durable steps: recovery points, the fence, and compensations (sagas)."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+
+from idempotency.shared import signals
+from idempotency.shared.steps import (
+    Abandon,
+    CompensationFailed,
+    CompensationInProgress,
+    StepInTransaction,
+    StepResultNotJSON,
+    StepTakenOver,
+    UndoNotImportable,
+    UnitRunning,
+    begin,
+    compensate,
+    handle,
+)
+from idempotency.shared.steps.models import StepRecord, UnitRecord
+from idempotency.shared.units import KEYS, Unit
+from tests.conftest import run_concurrently
+from tests.testapp.models import Widget
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LEASE = timedelta(seconds=30)
+UNIT = Unit(KEYS, ("user:1", "payment.create", "k-1"))
+
+# What the fake outside world saw: (what, key, argument) per call.
+calls: list[tuple] = []
+# Undos named here raise instead (until removed).
+failing_undos: set[str] = set()
+undo_started = threading.Event()
+
+
+@pytest.fixture(autouse=True)
+def _reset_calls():
+    calls.clear()
+    failing_undos.clear()
+    undo_started.clear()
+
+
+def charge(key):
+    calls.append(("charge", key, None))
+    return {"charge": "ch_1", "amount": 500}
+
+
+def book(key):
+    calls.append(("book", key, None))
+    return "shp_1"
+
+
+def email(key):
+    calls.append(("email", key, None))
+    return None
+
+
+def refund(key, result):
+    calls.append(("refund", key, result))
+    undo_started.set()
+    if "refund" in failing_undos:
+        raise ConnectionError("provider down")
+    return {"refund": "re_1"}
+
+
+def cancel_booking(key, result):
+    calls.append(("cancel", key, result))
+    undo_started.set()
+    if "cancel" in failing_undos:
+        raise ConnectionError("carrier down")
+    return "cancelled"
+
+
+def slow_refund(key, result):
+    calls.append(("refund", key, result))
+    undo_started.set()
+    threading.Event().wait(0.3)  # widens the window a racing abandon would use
+    return None
+
+
+class Crash(BaseException):
+    """The process dies here: nothing after it runs, nothing is noted."""
+
+
+def start(unit=UNIT, **kwargs):
+    return begin(unit, "payment.create (user:1)", lease=LEASE, **kwargs)
+
+
+def names(unit=UNIT):
+    return dict(
+        StepRecord.objects.filter(unit_id=unit.identity).values_list("name", "state")
+    )
+
+
+# --- recovery points ---------------------------------------------------------
+
+
+def test_a_step_runs_once_and_a_retry_gets_its_stored_result():
+    first = start()
+    assert first.step("charge", charge) == {"charge": "ch_1", "amount": 500}
+
+    retry = start()
+    assert retry.step("charge", charge) == {"charge": "ch_1", "amount": 500}
+
+    assert calls == [("charge", UNIT.derive("charge"), None)]
+    assert retry.attempt == first.attempt + 1
+    (row,) = StepRecord.objects.all()
+    assert (row.name, row.state, row.attempt, row.attempts) == ("charge", "done", 1, 1)
+
+
+def test_a_crash_between_the_call_and_its_recovery_point_calls_again_with_the_same_key(
+    monkeypatch,
+):
+    def crash(*args, **kwargs):
+        raise Crash
+
+    first = start()
+    with monkeypatch.context() as patched:
+        patched.setattr(handle, "save_step", crash)
+        with pytest.raises(Crash):
+            first.step("charge", charge)
+    assert names() == {}
+
+    start().step("charge", charge)
+
+    # At least once outside, with one key: the provider deduplicates on it.
+    assert [c[:2] for c in calls] == [("charge", UNIT.derive("charge"))] * 2
+    assert names() == {"charge": "done"}
+
+
+def test_the_results_come_back_as_json_stores_them():
+    first = start()
+    assert first.step("pair", lambda key: (1, 2)) == [1, 2]
+    assert start().step("pair", lambda key: (3, 4)) == [1, 2]
+
+
+def test_a_step_that_raises_is_noted_and_called_again_next_time():
+    def flaky(key):
+        calls.append(("flaky", key, None))
+        if len(calls) == 1:
+            raise ConnectionError("timeout")
+        return "ok"
+
+    with pytest.raises(ConnectionError):
+        start().step("flaky", flaky)
+    row = StepRecord.objects.get()
+    assert (row.state, row.attempts, row.error) == (
+        "failed",
+        1,
+        "ConnectionError: timeout",
+    )
+
+    assert start().step("flaky", flaky) == "ok"
+    row.refresh_from_db()
+    assert (row.state, row.attempts, row.error, row.attempt) == ("done", 2, "", 2)
+
+
+def test_a_step_inside_an_open_transaction_is_refused():
+    steps = start()
+    with transaction.atomic(), pytest.raises(StepInTransaction, match="atomic=True"):
+        steps.step("charge", charge)
+    assert calls == []
+
+
+def test_an_atomic_step_commits_its_work_with_its_recovery_point(monkeypatch):
+    def make_widget(key):
+        return Widget.objects.create(name=key[:10]).pk
+
+    def crash(*args, **kwargs):
+        raise Crash
+
+    with monkeypatch.context() as patched:
+        patched.setattr(handle, "save_step", crash)
+        with pytest.raises(Crash):
+            start().step("widget", make_widget, atomic=True)
+    assert Widget.objects.count() == 0  # rolled back with its recovery point
+
+    pk = start().step("widget", make_widget, atomic=True)
+    assert start().step("widget", make_widget, atomic=True) == pk
+    assert Widget.objects.count() == 1
+
+
+def test_an_atomic_step_may_run_inside_the_callers_transaction():
+    steps = start()
+    with transaction.atomic():
+        steps.step(
+            "widget", lambda key: Widget.objects.create(name="w").pk, atomic=True
+        )
+    assert names() == {"widget": "done"}
+
+
+@pytest.mark.parametrize(
+    "value", [object(), {"at": float("nan")}, "a\x00b", {1j: 1}], ids=repr
+)
+def test_a_result_json_cannot_hold_is_refused_and_not_stored(value):
+    with pytest.raises(StepResultNotJSON):
+        start().step("odd", lambda key: value)
+    assert StepRecord.objects.get().state == "failed"
+
+
+@pytest.mark.parametrize(
+    "undo",
+    [lambda key, result: None, str.upper, handle.Steps.finish],
+    ids=["lambda", "builtin method", "method"],
+)
+def test_an_undo_that_cannot_be_found_by_its_path_is_refused_before_the_call(undo):
+    with pytest.raises(UndoNotImportable, match="top level of a module"):
+        start().step("charge", charge, undo=undo)
+    assert calls == []
+
+
+def test_a_closure_undo_is_refused():
+    def local_refund(key, result):
+        return None
+
+    with pytest.raises(UndoNotImportable):
+        start().step("charge", charge, undo=local_refund)
+
+
+@pytest.mark.parametrize("name", ["", "undo:charge", "x" * 201, "a\x00b", 3])
+def test_step_names_are_checked(name):
+    with pytest.raises(handle.StepError):
+        start().step(name, charge)
+    assert calls == []
+
+
+def test_each_recovery_point_sends_step_done_after_its_commit():
+    heard = []
+
+    def receiver(sender, **kwargs):
+        heard.append(kwargs)
+
+    signals.step_done.connect(receiver)
+    try:
+        start().step("charge", charge)
+    finally:
+        signals.step_done.disconnect(receiver)
+    assert heard == [
+        {
+            "signal": signals.step_done,
+            "kind": KEYS,
+            "unit": UNIT.identity,
+            "intent": UNIT.intent,
+            "step": "charge",
+            "attempt": 1,
+            "undo": False,
+        }
+    ]
+
+
+def test_a_fresh_owner_starts_the_unit_over():
+    start().step("charge", charge)
+    start(fresh=True).step("charge", charge)
+    assert len(calls) == 2
+
+
+# --- the fence ---------------------------------------------------------------
+
+
+def test_an_attempt_taken_over_mid_call_cannot_store_its_recovery_point():
+    in_call, taken_over = threading.Event(), threading.Event()
+    outcome = {}
+
+    def slow_charge(key):
+        in_call.set()
+        taken_over.wait(10)
+        return "from the old attempt"
+
+    def old_attempt(_index):
+        steps = start()
+        try:
+            steps.step("charge", slow_charge)
+        except StepTakenOver as exc:
+            outcome["old"] = exc
+
+    thread = threading.Thread(target=run_concurrently, args=(1, old_attempt))
+    thread.start()
+    assert in_call.wait(10)
+    newer = start()  # its lease lapsed, say: the owner let a retry take it over
+    taken_over.set()
+    thread.join(10)
+
+    assert isinstance(outcome["old"], StepTakenOver)
+    assert names() == {}
+    assert newer.step("charge", charge) == {"charge": "ch_1", "amount": 500}
+
+
+def test_finish_is_fenced_too():
+    old, _newer = start(), start()
+    with pytest.raises(StepTakenOver):
+        old.finish()
+    assert UnitRecord.objects.get().state == "running"
+
+
+# --- compensations -----------------------------------------------------------
+
+
+def run_saga(steps):
+    steps.step("charge", charge, undo=refund)
+    steps.step("book", book, undo=cancel_booking)
+    steps.step("email", email)  # no undo: nothing to take back
+
+
+def test_giving_up_undoes_the_completed_steps_in_reverse_order_once_each():
+    heard = []
+
+    def receiver(sender, **kwargs):
+        heard.append((kwargs["steps"], kwargs["reason"]))
+
+    steps = start()
+    run_saga(steps)
+    calls.clear()
+    signals.unit_compensated.connect(receiver)
+    try:
+        steps.give_up("card declined later")
+        assert compensate(UNIT.identity, "again") is False
+    finally:
+        signals.unit_compensated.disconnect(receiver)
+
+    assert calls == [
+        ("cancel", UNIT.derive("undo:book"), "shp_1"),
+        ("refund", UNIT.derive("undo:charge"), {"charge": "ch_1", "amount": 500}),
+    ]
+    assert heard == [(["book", "charge"], "card declined later")]
+    unit = UnitRecord.objects.get()
+    assert (unit.state, unit.reason, unit.lease_expires_at) == (
+        "compensated",
+        "card declined later",
+        None,
+    )
+    assert names() == {
+        "charge": "undone",
+        "book": "undone",
+        "email": "done",
+        "undo:book": "done",
+        "undo:charge": "done",
+    }
+
+
+def test_a_given_up_unit_runs_no_more_steps():
+    steps = start()
+    steps.step("charge", charge, undo=refund)
+    steps.give_up("declined")
+    calls.clear()
+
+    with pytest.raises(Abandon, match="declined"):
+        start().step("book", book)
+    assert calls == []
+
+
+def test_an_undo_that_raises_stays_compensating_and_the_next_abandon_continues(
+    clock,
+):
+    steps = start()
+    run_saga(steps)
+    calls.clear()
+    failing_undos.add("refund")
+
+    with pytest.raises(CompensationFailed, match="ConnectionError: provider down"):
+        steps.give_up("declined")
+    unit = UnitRecord.objects.get()
+    assert (unit.state, unit.error) == (
+        "compensating",
+        "ConnectionError: provider down",
+    )
+    assert names()["book"] == "undone"
+
+    failing_undos.clear()
+    assert compensate(UNIT.identity, "operator") is True
+
+    # The booking's undo ran once; the refund's twice (failed, then done).
+    assert [c[0] for c in calls] == ["cancel", "refund", "refund"]
+    unit.refresh_from_db()
+    assert (unit.state, unit.error, unit.reason) == ("compensated", "", "declined")
+
+
+def test_two_abandons_racing_compensate_once(clock):
+    steps = start()
+    steps.step("charge", charge, undo=slow_refund)
+    calls.clear()
+    clock.advance(LEASE + timedelta(seconds=1))  # the worker died: stuck
+
+    def abandon(_index):
+        try:
+            return compensate(UNIT.identity, "operator")
+        except CompensationInProgress:
+            return "busy"
+
+    outcomes = run_concurrently(2, abandon)
+
+    assert [c[0] for c in calls] == ["refund"]
+    assert sorted(outcomes, key=str) == [True, "busy"]
+    assert UnitRecord.objects.get().state == "compensated"
+
+
+def test_an_operator_cannot_abandon_a_unit_whose_worker_holds_a_live_lease(clock):
+    start().step("charge", charge, undo=refund)
+    with pytest.raises(UnitRunning):
+        compensate(UNIT.identity, "operator")
+
+    clock.advance(LEASE + timedelta(seconds=1))
+    assert compensate(UNIT.identity, "operator") is True
+    assert [c[0] for c in calls] == ["charge", "refund"]
+
+
+def test_a_compensation_fences_out_the_attempt_it_took_over(clock):
+    old = start()
+    old.step("charge", charge, undo=refund)
+    clock.advance(LEASE + timedelta(seconds=1))
+    compensate(UNIT.identity, "operator")
+
+    # The worker wakes up: its handle still thinks it runs, the fence knows.
+    with pytest.raises(StepTakenOver):
+        old.step("book", book)
+    assert "book" not in names()
