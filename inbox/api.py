@@ -6,18 +6,27 @@ import logging
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from celery import Task, current_task, shared_task
 from celery.exceptions import Ignore, Reject, Retry
-from django.db import router, transaction
+from django.db import connections, router, transaction
 
-from idempotency.shared import clock
+from idempotency.shared import clock, units
 from idempotency.shared.headers import MESSAGE_ID_HEADER
+from idempotency.shared.steps import Abandon, StepInTransaction, begin
 
 from .conf import inbox_settings
-from .exceptions import InboxError, MessageIdInvalid, MessageIdMissing
+from .exceptions import (
+    DeliveryBusy,
+    InboxError,
+    MessageIdInvalid,
+    MessageIdMissing,
+    StepsNotClaimed,
+)
 from .models import InboxMessage
+from .querysets import BUSY
 
 # Where a message id is looked up, in order: our outbox's header
 # (MESSAGE_ID_HEADER), Debezium's event router header, then a CloudEvents
@@ -33,6 +42,20 @@ class Delivery:
     subscriber: str
     message_id: str
     duplicate: bool
+    # A steps consumer's steps (``receive_steps()``); None under ``receive()``,
+    # whose one transaction leaves no room for a recovery point.
+    steps: Any = field(default=None, compare=False, repr=False)
+
+    def step(self, name: str, fn: Callable, *, atomic=False, undo=None):
+        """Run ``fn(derive(name))`` once for this delivery: a redelivery gets
+        its stored result (see ``idempotency.shared.steps``)."""
+        if self.steps is None:
+            raise StepsNotClaimed(
+                "delivery.step() needs a steps consumer: @consumer(..., "
+                "steps=True) or receive_steps(); receive() runs the consumer in "
+                "one transaction, where a step's recovery point cannot commit."
+            )
+        return self.steps.step(name, fn, atomic=atomic, undo=undo)
 
 
 @contextmanager
@@ -58,6 +81,80 @@ def receive(
         if not inserted:
             logger.info("Dropped a redelivery of %s to %s", message_id, subscriber)
         yield Delivery(subscriber, message_id, duplicate=not inserted)
+
+
+@contextmanager
+def receive_steps(
+    subscriber: str,
+    message_id: str,
+    *,
+    using: str | None = None,
+    last_attempt: bool = False,
+) -> Iterator[Delivery]:
+    """Claim ``message_id`` for ``subscriber`` with a lease, committed before
+    the consumer runs, so its steps (``delivery.step()``) each keep their own
+    recovery point: a redelivery resumes at the first unfinished one.
+
+    Runs outside any transaction. Unless ``delivery.duplicate``, run the
+    steps inside the block; when it ends, the delivery is applied. The unit
+    gives up (the undos of its completed steps run, once each, last first)
+    when the block raises ``Abandon`` (the delivery is applied: it will not
+    run again), or raises anything on the ``last_attempt`` (the error goes
+    on, for the caller to record the message dead). Any other exception
+    leaves the delivery running, for a retry to resume. Raises
+    ``DeliveryBusy`` while another worker's lease on it is live.
+    """
+    if not subscriber or not message_id:
+        raise MessageIdMissing("receive_steps() needs a subscriber and a message id.")
+    message_id = checked_message_id(message_id)
+    using = using or router.db_for_write(InboxMessage)
+    if connections[using].in_atomic_block:
+        raise StepInTransaction(
+            "receive_steps() runs outside any transaction: its claim and each "
+            "step's recovery point commit on their own."
+        )
+    lease = inbox_settings.STEPS_LEASE
+    inbox = InboxMessage.objects
+    claimed = inbox.claim_running(
+        subscriber, message_id, clock.now(), lease, using=using
+    )
+    if claimed == BUSY:
+        raise DeliveryBusy(
+            f"Another worker holds {message_id} for {subscriber}.",
+            retry_after=lease.total_seconds(),
+        )
+    if claimed != InboxMessage.State.RUNNING:
+        logger.info("Dropped a redelivery of %s to %s", message_id, subscriber)
+        yield Delivery(subscriber, message_id, duplicate=True)
+        return
+
+    def renew(locked_until):
+        inbox.renew(subscriber, message_id, locked_until, using=using)
+
+    unit = delivery_unit(subscriber, message_id)
+    handle = begin(unit, f"{subscriber} {message_id}", lease=lease, renew=renew)
+    try:
+        with units.running(unit):
+            yield Delivery(subscriber, message_id, duplicate=False, steps=handle)
+    except Abandon as abandon:
+        handle.give_up(abandon.reason)
+        inbox.finish_running(subscriber, message_id, using=using)
+        return
+    except Exception as exc:
+        if last_attempt:
+            handle.give_up(f"its attempts ran out: {exc!r}")
+        else:
+            # This worker is done with it: its retry resumes at once.
+            inbox.release(subscriber, message_id, using=using)
+        raise
+    # The unit's end and the delivery's "applied" commit together.
+    with transaction.atomic(using=using):
+        handle.finish()
+        inbox.finish_running(subscriber, message_id, using=using)
+
+
+def delivery_unit(subscriber: str, message_id: str) -> units.Unit:
+    return units.Unit(units.INBOX, (subscriber, message_id))
 
 
 def checked_message_id(message_id) -> str:
@@ -91,7 +188,10 @@ def message_id_from(headers: dict | None = None, body=None) -> str | None:
 
 
 def consumer(
-    subscriber: str, *, message_id: str | Callable | None = None
+    subscriber: str,
+    *,
+    message_id: str | Callable | None = None,
+    steps: bool = False,
 ) -> Callable[[Callable], Callable]:
     """Make a message handler apply each message once for ``subscriber``.
 
@@ -103,18 +203,29 @@ def consumer(
     arguments, or None: then the ``headers`` keyword argument (see
     ``message_id_from``), the ``payload`` CloudEvent, a ``message_id`` keyword
     argument, the Celery task's headers and finally its task id.
+
+    ``steps=True``: the handler takes the ``Delivery`` first and runs its
+    outside calls as ``delivery.step(...)``, outside any transaction (see
+    ``receive_steps``); a redelivery resumes at the first unfinished step.
     """
 
     def decorator(func):
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             found = _resolve(message_id, args, kwargs)
+            if steps:
+                last = _last_attempt()
+                with receive_steps(subscriber, found, last_attempt=last) as delivery:
+                    if delivery.duplicate:
+                        return None
+                    return func(delivery, *args, **kwargs)
             with receive(subscriber, found) as delivery:
                 if delivery.duplicate:
                     return None
                 return func(*args, **kwargs)
 
         wrapper.subscriber = subscriber  # type: ignore[attr-defined]
+        wrapper.steps = steps  # type: ignore[attr-defined]
         # ConsumerTask names a dead message by it, as the wrapper found it.
         wrapper.message_id_of = functools.partial(_resolve, message_id)  # type: ignore[attr-defined]
         return wrapper
@@ -138,6 +249,15 @@ def _resolve(spec, args, kwargs) -> str:
             "Cannot tell this delivery's message id; pass message_id= to @consumer."
         )
     return str(found)
+
+
+def _last_attempt() -> bool:
+    """Whether this run is a ``ConsumerTask``'s last before its message is
+    dead: a steps consumer gives up (compensates) when it fails."""
+    task = current_task._get_current_object()  # type: ignore[attr-defined]
+    if not isinstance(task, ConsumerTask) or task.request.called_directly:
+        return False
+    return task.request.retries + 1 >= inbox_settings.MAX_ATTEMPTS
 
 
 def _from_task() -> str | None:
@@ -182,6 +302,10 @@ class ConsumerTask(Task):
             return self.run(*args, **kwargs)
         except (Retry, Reject, Ignore):
             raise  # Celery's own flow, raised by the handler on purpose
+        except DeliveryBusy as busy:
+            # Another worker runs its steps; this copy comes back after the
+            # lease, to resume them if that worker died. Never buried.
+            raise self.retry(exc=busy, countdown=busy.retry_after) from busy
         except Exception as exc:
             self._retry_or_bury(exc, args, kwargs)
 
@@ -222,13 +346,15 @@ def consumer_task(
     *,
     name: str,
     message_id: str | Callable | None = None,
+    steps: bool = False,
     **options,
 ) -> Callable[[Callable], Task]:
     """``@shared_task(name=..., base=ConsumerTask)`` over ``@consumer(...)``:
-    a consumer task with the inbox's acks, retries and dead state."""
+    a consumer task with the inbox's acks, retries and dead state. With
+    ``steps=True``, a steps consumer whose last attempt compensates."""
 
     def decorator(func):
-        handler = consumer(subscriber, message_id=message_id)(func)
+        handler = consumer(subscriber, message_id=message_id, steps=steps)(func)
         return shared_task(name=name, base=ConsumerTask, **options)(handler)
 
     return decorator

@@ -86,9 +86,12 @@ def kill_group(process, timeout=10.0):
 
 
 @contextmanager
-def gunicorn(workers=1, timeout=30, settings="tests.faults.settings", stderr=None):
+def gunicorn(
+    workers=1, timeout=30, settings="tests.faults.settings", stderr=None, env=None
+):
     """Serve ``settings`` (a module based on tests.faults.settings) on a free
-    port; yield its base URL. ``stderr``: a file for what the server prints."""
+    port; yield its base URL. ``stderr``: a file for what the server prints;
+    ``env``: what to add to the server's environment."""
     port = free_port()
     process = subprocess.Popen(
         [
@@ -108,7 +111,7 @@ def gunicorn(workers=1, timeout=30, settings="tests.faults.settings", stderr=Non
             "warning",
         ],
         cwd=ROOT,
-        env=child_env(settings),
+        env=child_env(settings, **(env or {})),
         stderr=stderr,
     )
     try:
