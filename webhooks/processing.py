@@ -8,11 +8,14 @@ from enum import StrEnum
 from typing import NoReturn
 
 from django.db import InterfaceError, OperationalError, router, transaction
+from django.db.models import F
 
-from idempotency.shared import clock
+from idempotency.shared import clock, units
+from idempotency.shared.steps import Abandon, begin
 
+from .conf import webhooks_settings
 from .exceptions import HandlerFailed, ReceiptUnreadable
-from .handlers import Event, handlers_for
+from .handlers import Event, handlers_for, runs_steps
 from .models import WebhookReceipt
 
 logger = logging.getLogger("webhooks")
@@ -32,13 +35,17 @@ class Outcome(StrEnum):
     BUSY = "busy"
     # It is gone (purged).
     MISSING = "missing"
+    # Another worker runs its steps handlers under a live lease; the task
+    # comes back after it, to resume them if that worker died.
+    LEASED = "leased"
 
 
-def process(receipt_id: int) -> Outcome:
+def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
     """Run the handlers of one receipt unless it is finished; say what happened.
 
     Raises ``HandlerFailed`` or ``ReceiptUnreadable`` after recording the
-    failure.
+    failure. Steps handlers that fail on the ``last_attempt`` give their
+    unit up first: the undos of its completed steps run.
     """
     receipts = _receipts()
     try:
@@ -53,7 +60,13 @@ def process(receipt_id: int) -> Outcome:
             receipt = _read(receipts, receipt_id)
             if receipt.state in WebhookReceipt.FINISHED:
                 return Outcome(receipt.state)
-            return _run_handlers(receipt)
+            if not runs_steps(handlers_for(receipt.source, receipt.event_type)):
+                return _run_handlers(receipt)
+            if not _take_for_steps(receipts, receipt):
+                return Outcome.LEASED
+        # Committed: the lease is this worker's, and the steps run outside
+        # any transaction.
+        return _run_steps(receipts, receipt, last_attempt=last_attempt)
     except Exception as exc:
         _fail(receipts, receipt_id, exc)
 
@@ -72,11 +85,16 @@ def process_next() -> int | None:
         with transaction.atomic(using=receipts.db):
             # SKIP LOCKED: concurrent drains each take the next receipt no
             # other holds, so none waits and none runs a receipt twice.
-            taken = receipts.next_received().first()
+            taken = receipts.next_received(clock.now()).first()
             if taken is None:
                 return None
-            _run_handlers(_read(receipts, taken))
-            return taken
+            receipt = _read(receipts, taken)
+            if not runs_steps(handlers_for(receipt.source, receipt.event_type)):
+                _run_handlers(receipt)
+                return taken
+            _take_for_steps(receipts, receipt)  # next_received() left it free
+        _run_steps(receipts, receipt)
+        return taken
     except Exception as exc:
         if taken is None:
             raise  # taking a receipt failed (the database), not a receipt
@@ -120,13 +138,7 @@ def _read(receipts, pk) -> WebhookReceipt:
 def _run_handlers(receipt) -> Outcome:
     """Run the receipt's handlers and mark it, in the caller's transaction."""
     handlers = handlers_for(receipt.source, receipt.event_type)
-    event = Event(
-        receipt=receipt,
-        source=receipt.source,
-        event_type=receipt.event_type,
-        delivery_id=receipt.delivery_id,
-        occurred_at=receipt.occurred_at,
-    )
+    event = _event(receipt)
     for handler in handlers:
         handler(event)
     receipt.state = State.PROCESSED if handlers else State.SKIPPED
@@ -135,6 +147,79 @@ def _run_handlers(receipt) -> Outcome:
     receipt.processed_at = clock.now()
     receipt.save(update_fields=["state", "attempts", "last_error", "processed_at"])
     return Outcome(receipt.state)
+
+
+def _take_for_steps(receipts, receipt) -> bool:
+    """Lease a locked receipt to this worker for its steps handlers, in the
+    caller's transaction; False while another worker's lease is live."""
+    now = clock.now()
+    if receipt.locked_until is not None and receipt.locked_until > now:
+        return False
+    receipt.locked_until = now + webhooks_settings.STEPS_LEASE
+    receipt.save(update_fields=["locked_until"])
+    return True
+
+
+def _run_steps(receipts, receipt, *, last_attempt=False) -> Outcome:
+    """Run steps handlers in no transaction, resuming at the first step with
+    no recovery point; then mark the receipt processed with the unit's end.
+
+    ``Abandon`` gives the unit up (its completed steps are undone, once
+    each) and finishes the receipt: a retry will not run it again.
+    """
+    unit = receipt_unit(receipt)
+    held = receipts.filter(pk=receipt.pk)
+
+    def renew(until):
+        held.update(locked_until=until)
+
+    handle = begin(
+        unit,
+        f"{receipt.source} {receipt.delivery_id}",
+        lease=webhooks_settings.STEPS_LEASE,
+        using=receipts.db,
+        renew=renew,
+    )
+    event = _event(receipt, steps=handle)
+    abandoned = ""
+    try:
+        with units.running(unit):
+            for handler in handlers_for(receipt.source, receipt.event_type):
+                handler(event)
+    except Abandon as abandon:
+        handle.give_up(abandon.reason)
+        abandoned = f"abandoned and compensated: {abandon.reason}"
+    except Exception as exc:
+        if last_attempt:
+            handle.give_up(f"its attempts ran out: {exc!r}")
+        raise
+    # The unit's end and the "processed" mark commit together.
+    with transaction.atomic(using=receipts.db):
+        if not abandoned:
+            handle.finish()
+        held.update(
+            state=State.PROCESSED,
+            attempts=F("attempts") + 1,
+            last_error=abandoned,
+            processed_at=clock.now(),
+            locked_until=None,
+        )
+    return Outcome.PROCESSED
+
+
+def receipt_unit(receipt) -> units.Unit:
+    return units.Unit(units.WEBHOOKS, (receipt.source, receipt.delivery_id))
+
+
+def _event(receipt, steps=None) -> Event:
+    return Event(
+        receipt=receipt,
+        source=receipt.source,
+        event_type=receipt.event_type,
+        delivery_id=receipt.delivery_id,
+        occurred_at=receipt.occurred_at,
+        steps=steps,
+    )
 
 
 def _fail(receipts, receipt_id, exc) -> NoReturn:
