@@ -6,6 +6,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from .console import admin as console
+from .console import units  # noqa: F401 - registers the units of work's admin
 from .models import IdempotencyRecord, OpsDashboard
 from .shared import clock
 

@@ -20,5 +20,5 @@ class IdempotencyConfig(appconfig.OnceAppConfig):
         "idempotency.checks.check_schema_class",
     ]
     retention_kinds = {"idempotency": ["idempotency.ops.purgeable"]}
-    console_panels = ["idempotency.ops.panel"]
+    console_panels = ["idempotency.ops.panel", "idempotency.console.units.panel"]
     console_series = [(_("keys created"), "idempotency.ops.created_per_hour")]

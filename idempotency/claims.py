@@ -4,7 +4,10 @@ Two flows share one decision table (``_decide``):
 
 * atomic: claim, view and stored answer commit in one transaction;
 * lease: the claim commits first with a lease, then the view's local work and
-  the stored answer commit together, fenced on the claim's attempt number.
+  the stored answer commit together, fenced on the claim's attempt number;
+* steps: the claim commits first with a lease, the view runs in no
+  transaction and each of its steps commits on its own (``stepping``), and
+  the answer is stored when it returns, fenced on the claim's attempt.
 """
 
 import hashlib
@@ -18,7 +21,7 @@ from typing import Any, NamedTuple
 
 from django.db import DatabaseError, OperationalError, router, transaction
 
-from . import keys, responses
+from . import keys, responses, stepping
 from .conf import idempotency_settings, key_ttl, outlasting_ttl
 from .exceptions import (
     AnonymousKey,
@@ -36,10 +39,12 @@ from .models import IdempotencyRecord
 from .scopes import ANONYMOUS
 from .shared import clock, problems
 from .shared.settings import InvalidSetting, as_timedelta
+from .shared.steps import CompensationInProgress, StepTakenOver
 
 ATOMIC = "atomic"
 LEASE = "lease"
-MODES = (ATOMIC, LEASE)
+STEPS = "steps"
+MODES = (ATOMIC, LEASE, STEPS)
 # How often a lease-mode duplicate re-reads the record while it waits.
 POLL_INTERVAL = 0.05
 
@@ -153,6 +158,18 @@ class Claim:
         # or renewed an expired one. Earlier attempts of it left nothing.
         self.fresh = False
         self.resource = ("", "")
+        # The unit's Steps handle, in steps mode only.
+        self.steps = None
+
+    def step(self, name: str, fn: Callable, **options) -> Any:
+        """Run ``fn(derive(name))`` once for this key (steps mode): see
+        ``idempotency.shared.steps.Steps.step`` for ``atomic`` and ``undo``."""
+        if self.steps is None:
+            raise IdempotencyConfigurationError(
+                f"request.idempotency.step() needs mode='steps'; "
+                f"{self.operation!r} runs in another mode."
+            )
+        return self.steps.step(name, fn, **options)
 
     def derive(self, step: str) -> str:
         """Return a key for a downstream call, stable across retries of this one."""
@@ -190,10 +207,12 @@ def execute(request, policy: Policy, produce: Callable):
                 )
             return produce()
         claim = _new_claim(request, policy, key)
+        if policy.mode == STEPS:
+            produce = stepping.abandoning(produce, request)
         store = _storing(produce, responses.SessionWatch(request))
         if policy.mode == ATOMIC:
             return _run_atomic(claim, store)
-        return _run_lease(claim, store)
+        return _run_lease(claim, store, steps=policy.mode == STEPS)
     except IdempotencyError as exc:
         return problems.from_exception(exc, instance=request.path)
     except Invalid as invalid:
@@ -339,7 +358,7 @@ def _mark_failed(claim, records) -> bool:
     return True
 
 
-def _run_lease(claim, store):
+def _run_lease(claim, store, *, steps=False):
     records = _records()
     lease = as_timedelta(idempotency_settings.LEASE)
     deadline = time.monotonic() + _wait().total_seconds()
@@ -356,6 +375,8 @@ def _run_lease(claim, store):
     if replay is not None:
         return replay
     try:
+        if steps:
+            return _run_steps(claim, records, store)
         with transaction.atomic(using=records.db):
             response = store(claim, records)
         return response
@@ -368,8 +389,22 @@ def _run_lease(claim, store):
         _withdraw(claim, records)
         raise
     except Exception:
+        # In steps mode the retry then resumes at the first step without a
+        # recovery point.
         _record_failure(claim, records, fenced=True)
         raise
+
+
+def _run_steps(claim, records, store):
+    """Run the view in no transaction: each step commits its own recovery
+    point, and the answer commits with the unit's end (``_complete``)."""
+    try:
+        claim.steps = stepping.begin(claim, records)
+        return store(claim, records)
+    except StepTakenOver as exc:
+        raise LeaseLost("A newer attempt took over this key's steps.") from exc
+    except CompensationInProgress as exc:
+        raise RequestInFlight(retry_after=exc.retry_after) from exc
 
 
 def _take_committed(claim, records, *, lease):
@@ -506,6 +541,17 @@ def _reclaim(claim, records, record, locked_until, *, renew, now):
 
 
 def _complete(claim, records, answer):
+    if claim.steps is not None:
+        # Steps mode runs no transaction around the view: the answer and the
+        # unit's end commit together here.
+        with transaction.atomic(using=records.db):
+            _store_answer(claim, records, answer)
+            claim.steps.finish()
+        return
+    _store_answer(claim, records, answer)
+
+
+def _store_answer(claim, records, answer):
     resource_type, resource_id = claim.resource
     # Fenced: only the attempt that holds the claim may complete it.
     completed = records.complete(

@@ -73,6 +73,14 @@ class AnswerNotShared(IdempotencyError):
     title = "The answer to this Idempotency-Key belongs to another session"
 
 
+class OperationAbandoned(IdempotencyError):
+    """A steps-mode view raised ``Abandon``: its completed steps were undone."""
+
+    status = 422
+    type = "operation-abandoned"
+    title = "The operation was abandoned and its completed steps undone"
+
+
 class IdempotencyConfigurationError(ImproperlyConfigured):
     """A view or setting is configured in a way the contract cannot honour."""
 

@@ -6,7 +6,7 @@ with ``compensate``. See docs/steps.md.
 """
 
 from .compensation import COMPENSATION_LEASE, compensate
-from .errors import (
+from .exceptions import (
     Abandon,
     CompensationFailed,
     CompensationInProgress,

@@ -14,7 +14,7 @@ from django.db import connections, router, transaction
 from django.utils.module_loading import import_string
 
 from .. import clock, signals
-from .errors import (
+from .exceptions import (
     CompensationFailed,
     CompensationInProgress,
     StepInTransaction,

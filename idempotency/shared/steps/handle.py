@@ -21,7 +21,7 @@ from django.utils.module_loading import import_string
 from .. import clock, signals
 from ..inserts import insert_or_update
 from ..units import Unit
-from .errors import (
+from .exceptions import (
     Abandon,
     StepError,
     StepInTransaction,
@@ -260,7 +260,11 @@ class Steps:
 
     def finish(self) -> None:
         """Mark the unit done (inside the owner's completing transaction, so
-        both commit together). Refused if a newer attempt holds it."""
+        both commit together). Refused if a newer attempt holds it.
+
+        A unit given up is at its end already: nothing to mark."""
+        if self.state in GIVEN_UP:
+            return
         finished = (
             UnitRecord.objects.using(self.using)
             .filter(

@@ -1,0 +1,56 @@
+"""Steps mode, the keys side: a keyed request as a unit of durable steps.
+
+The claim commits first with a lease; the view runs in no transaction and
+calls ``request.idempotency.step(...)``, each step committing its recovery
+point on its own and renewing the key's lease as it goes. A retry after a
+crash or a failure takes the key over and resumes at the first step without
+a recovery point. ``Abandon`` raised by the view gives the unit up: its
+completed steps are compensated, and the answer is an ``operation-abandoned``
+problem, stored like any other, so retries replay it.
+"""
+
+from .conf import idempotency_settings
+from .exceptions import LeaseLost, OperationAbandoned
+from .models import IdempotencyRecord
+from .shared import problems, steps, units
+from .shared.settings import as_timedelta
+
+
+def begin(claim, records) -> steps.Steps:
+    """Join the claim's unit of steps, its lease renewed with the key's."""
+
+    def renew(until) -> None:
+        # Fenced on the claim's attempt, like the answer it will store.
+        renewed = records.filter(
+            pk=claim.record_id,
+            attempts=claim.attempt,
+            state=IdempotencyRecord.State.PENDING,
+        ).update(locked_until=until)
+        if not renewed:
+            raise LeaseLost("The lease ran out and a newer attempt took this key.")
+
+    unit = units.Unit(units.KEYS, (claim.scope, claim.operation, claim.key))
+    return steps.begin(
+        unit,
+        # What the console shows; the raw key stays out of the step log.
+        f"{claim.operation} for {claim.scope}",
+        lease=as_timedelta(idempotency_settings.LEASE),
+        using=records.db,
+        fresh=claim.fresh,
+        renew=renew,
+    )
+
+
+def abandoning(produce, request):
+    """``produce``, answering a view's ``Abandon`` once its unit is compensated."""
+
+    def run():
+        try:
+            return produce()
+        except steps.Abandon as abandon:
+            request.idempotency.steps.give_up(abandon.reason)
+            return problems.from_exception(
+                OperationAbandoned(abandon.reason), instance=request.path
+            )
+
+    return run

@@ -1,0 +1,164 @@
+"""Units of work in the console: step logs, stuck units, release and abandon."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission
+from django.utils import timezone
+
+from idempotency.shared.steps import begin
+from idempotency.shared.steps.models import StepRecord, UnitRecord
+from idempotency.shared.units import INBOX, KEYS, Unit
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CHANGELIST = "/admin/idempotency/unitrecord/"
+LEASE = timedelta(seconds=30)
+refunds: list[tuple[str, object]] = []
+
+
+def refund(key, result):
+    refunds.append((key, result))
+
+
+@pytest.fixture(autouse=True)
+def _reset_refunds():
+    refunds.clear()
+
+
+@pytest.fixture
+def staff(make_user):
+    user = make_user("operator", is_staff=True)
+    grant(user, "view_unitrecord", "view_opsdashboard")
+    return user
+
+
+def grant(user, *codenames):
+    for codename in codenames:
+        user.user_permissions.add(Permission.objects.get(codename=codename))
+
+
+def unit_with_steps(name, *, kind=KEYS):
+    unit = Unit(kind, ("user:1", "payment.create", name))
+    steps = begin(unit, f"payment.create {name}", lease=LEASE)
+    steps.step("charge", lambda key: {"charge": "ch_" + "x" * 100}, undo=refund)
+    steps.step("mail", lambda key: None)
+    return UnitRecord.objects.get(pk=unit.identity)
+
+
+def lapse(*units):
+    UnitRecord.objects.filter(pk__in=[u.pk for u in units]).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+
+
+def act(client, action, *units):
+    return client.post(
+        CHANGELIST,
+        {"action": action, "_selected_action": [u.pk for u in units]},
+        follow=True,
+    )
+
+
+def test_a_units_page_lists_its_steps_with_a_short_result(client, staff):
+    unit = unit_with_steps("k1")
+    client.force_login(staff)
+
+    page = client.get(f"{CHANGELIST}{unit.pk}/change/")
+
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "charge" in text and "mail" in text
+    assert '{"charge": "ch_xxx' in text.replace("&quot;", '"')
+    assert "…" in text  # the long result is cut short
+    assert client.get(CHANGELIST + "add/").status_code == 403
+
+
+def test_the_stuck_filter_and_the_dashboard_count_lapsed_units(client, staff):
+    stuck, live = unit_with_steps("stuck"), unit_with_steps("live", kind=INBOX)
+    lapse(stuck)
+    client.force_login(staff)
+
+    listing = client.get(CHANGELIST + "?lease=stuck")
+    assert [u.pk for u in listing.context["cl"].result_list] == [stuck.pk]
+    by_kind = client.get(CHANGELIST + "?kind=inbox")
+    assert [u.pk for u in by_kind.context["cl"].result_list] == [live.pk]
+
+    dashboard = client.get("/admin/ops/")
+    (units_panel,) = [
+        p for p in dashboard.context["panels"] if p.title == "Units of work (steps)"
+    ]
+    stuck_figure = units_panel.figures[1]
+    assert (stuck_figure.value, stuck_figure.alert) == (1, True)
+    assert stuck_figure.url == CHANGELIST + "?lease=stuck"
+
+
+def test_release_needs_its_permission(client, staff):
+    unit = unit_with_steps("k1")
+    lapse(unit)
+    client.force_login(staff)
+
+    act(client, "release_units", unit)
+
+    assert UnitRecord.objects.get().attempt == 1
+    assert not LogEntry.objects.exists()
+
+
+def test_release_clears_a_lapsed_lease_fences_the_old_worker_and_is_safe_twice(
+    client, staff
+):
+    stuck, live = unit_with_steps("stuck"), unit_with_steps("live")
+    lapse(stuck)
+    grant(staff, "release_unitrecord")
+    client.force_login(staff)
+
+    first = act(client, "release_units", stuck, live)
+
+    stuck.refresh_from_db()
+    assert (stuck.attempt, stuck.lease_expires_at) == (2, None)
+    assert UnitRecord.objects.get(pk=live.pk).attempt == 1
+    assert "Released 1 unit." in first.content.decode()
+    assert LogEntry.objects.get().object_id == stuck.pk
+    second = act(client, "release_units", stuck)
+    assert "Released 0 units." in second.content.decode()
+    assert LogEntry.objects.count() == 1
+    assert client.get(CHANGELIST + "?lease=released").context["cl"].result_count == 1
+
+
+def test_abandon_needs_its_permission(client, staff):
+    unit = unit_with_steps("k1")
+    lapse(unit)
+    grant(staff, "release_unitrecord")
+    client.force_login(staff)
+
+    act(client, "abandon_units", unit)
+
+    assert UnitRecord.objects.get().state == "running"
+    assert refunds == []
+
+
+def test_abandon_compensates_a_stuck_unit_once_logs_and_is_safe_twice(client, staff):
+    stuck, live = unit_with_steps("stuck"), unit_with_steps("live")
+    lapse(stuck)
+    grant(staff, "abandon_unitrecord")
+    client.force_login(staff)
+
+    first = act(client, "abandon_units", stuck, live)
+    second = act(client, "abandon_units", stuck)
+
+    stuck.refresh_from_db()
+    assert stuck.state == "compensated"
+    assert stuck.reason == "Abandoned by operator in the console."
+    assert len(refunds) == 1
+    assert UnitRecord.objects.get(pk=live.pk).state == "running"  # its lease is live
+    text = first.content.decode()
+    assert "Abandoned and compensated 1 unit." in text
+    assert "is running and its lease is live" in text
+    assert "Abandoned and compensated 0 units." in second.content.decode()
+    assert LogEntry.objects.count() == 1
+    assert dict(StepRecord.objects.filter(unit=stuck).values_list("name", "state")) == {
+        "charge": "undone",
+        "mail": "done",
+        "undo:charge": "done",
+    }

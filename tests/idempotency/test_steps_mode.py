@@ -1,0 +1,159 @@
+"""Keys in steps mode: a keyed request whose outside calls are durable steps."""
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from idempotency.claims import Claim
+from idempotency.exceptions import IdempotencyConfigurationError
+from idempotency.models import IdempotencyRecord
+from idempotency.shared.steps.models import StepRecord, UnitRecord
+from idempotency.shared.units import KEYS, Unit
+from tests.conftest import ApiClient, run_concurrently
+from tests.testapp import steps_views, views
+from tests.testapp.downstream import provider
+from tests.testapp.models import Widget
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+URL = "/t/payment/"
+
+
+@pytest.fixture(autouse=True)
+def _reset_views():
+    steps_views.reset()
+    yield
+    steps_views.reset()
+
+
+def unit_of(user, key="k"):
+    return Unit(KEYS, (f"user:{user.pk}", "payment.create", key))
+
+
+def steps_of(user, key="k"):
+    return dict(
+        StepRecord.objects.filter(unit_id=unit_of(user, key).identity).values_list(
+            "name", "state"
+        )
+    )
+
+
+def charge_ids():
+    return [charge for charge, _amount in provider.charges.values()]
+
+
+def test_each_step_runs_once_and_the_answer_is_stored(api, user):
+    response = api.post(URL, {"amount": 500}, key="k")
+
+    assert response.status_code == 201
+    assert len(provider.charges) == 1
+    assert list(provider.charges) == [unit_of(user).derive("charge")]
+    assert Widget.objects.count() == 1
+    assert steps_views.mails == charge_ids()
+    assert steps_of(user) == {"charge": "done", "payment": "done", "mail": "done"}
+    unit = UnitRecord.objects.get()
+    assert (unit.state, unit.attempt, unit.lease_expires_at) == ("done", 1, None)
+    assert "k" not in unit.label.split()  # no raw key in the step log
+    assert IdempotencyRecord.objects.get().state == "completed"
+
+    replay = api.post(URL, {"amount": 500}, key="k")
+    assert replay["Idempotent-Replayed"] == "true"
+    assert replay.content == response.content
+    assert provider.calls == 1
+
+
+def test_a_retry_after_a_failure_resumes_at_the_first_unfinished_step(api, user):
+    views.faults["raise"] = 1  # fails after the charge's recovery point
+    with pytest.raises(RuntimeError):
+        api.post(URL, {"amount": 500}, key="k")
+    assert IdempotencyRecord.objects.get().state == "failed"  # released
+    assert steps_of(user) == {"charge": "done"}
+
+    retry = api.post(URL, {"amount": 500}, key="k")
+
+    assert retry.status_code == 201
+    assert provider.calls == 1  # the charge came back from its recovery point
+    assert Widget.objects.count() == 1
+    assert steps_views.mails == charge_ids()
+    assert UnitRecord.objects.get().attempt == 2
+
+
+def test_a_crashed_attempt_is_resumed_once_its_lease_lapses(api, user, clock):
+    views.faults["crash"] = 1
+    with pytest.raises(views.SimulatedCrash):
+        api.post(URL, {"amount": 500}, key="k")
+
+    assert api.post(URL, {"amount": 500}, key="k").status_code == 409  # leased
+    clock.advance(seconds=31)
+    retry = api.post(URL, {"amount": 500}, key="k")
+
+    assert retry.status_code == 201
+    assert (provider.calls, Widget.objects.count(), steps_views.mails) == (
+        1,
+        1,
+        charge_ids(),
+    )
+
+
+def test_the_view_runs_in_no_transaction_so_a_step_is_not_refused(api):
+    # A view wrapped in atomic() would raise StepInTransaction at the charge.
+    assert api.post(URL, {"amount": 500}, key="k").status_code == 201
+
+
+def test_abandon_compensates_and_its_answer_is_replayed(api, user):
+    response = api.post(URL, {"amount": 500, "ship": False}, key="k")
+
+    assert response.status_code == 422
+    problem = json.loads(response.content)
+    assert problem["type"].endswith("/operation-abandoned")
+    assert problem["detail"] == "No carrier takes this parcel."
+    assert steps_views.refunds == [(unit_of(user).derive("undo:charge"), *charge_ids())]
+    assert UnitRecord.objects.get().state == "compensated"
+    assert steps_of(user) == {"charge": "undone", "undo:charge": "done"}
+
+    replay = api.post(URL, {"amount": 500, "ship": False}, key="k")
+    assert (replay.status_code, replay["Idempotent-Replayed"]) == (422, "true")
+    assert len(steps_views.refunds) == 1
+    assert Widget.objects.count() == 0
+
+
+def test_steps_renew_the_keys_lease_so_a_slow_view_is_not_taken_over(api, user, clock):
+    # Each outside call takes 20 s of a 30 s lease; a duplicate arrives 40 s in.
+    duplicate = []
+    steps_views.on_call.append(lambda step: clock.advance(seconds=20))
+
+    def send_duplicate(step):
+        if step == "mail":
+            duplicate.append(
+                run_concurrently(
+                    1,
+                    lambda i: ApiClient(user.username).post(
+                        URL, {"amount": 500}, key="k"
+                    ),
+                )[0]
+            )
+
+    steps_views.on_call.append(send_duplicate)
+
+    response = api.post(URL, {"amount": 500}, key="k")
+
+    assert duplicate[0].status_code == 409  # the lease was renewed at 20 s
+    assert response.status_code == 201
+    assert steps_views.mails == charge_ids()
+
+
+def test_a_step_outside_steps_mode_is_a_configuration_error():
+    claim = Claim(
+        key="k", scope="user:1", operation="op", request_hash="h", expires_at=None
+    )
+    with pytest.raises(IdempotencyConfigurationError, match="mode='steps'"):
+        claim.step("charge", lambda key: None)
+
+
+def test_an_expired_key_starts_its_steps_over(api, user, clock):
+    api.post(URL, {"amount": 500}, key="k")
+    clock.advance(timedelta(hours=25))  # past the key's TTL: a new intent
+
+    assert api.post(URL, {"amount": 500}, key="k").status_code == 201
+    assert steps_views.mails == charge_ids() * 2  # the mail step ran again
