@@ -10,7 +10,6 @@ Two flows share one decision table (``_decide``):
   the answer is stored when it returns, fenced on the claim's attempt.
 """
 
-import hashlib
 import logging
 import math
 import time
@@ -37,7 +36,7 @@ from .exceptions import (
 from .fingerprint import compute as compute_fingerprint
 from .models import IdempotencyRecord
 from .scopes import ANONYMOUS
-from .shared import clock, problems
+from .shared import clock, problems, units
 from .shared.settings import InvalidSetting, as_timedelta
 from .shared.steps import CompensationInProgress, StepTakenOver
 
@@ -158,6 +157,8 @@ class Claim:
         # or renewed an expired one. Earlier attempts of it left nothing.
         self.fresh = False
         self.resource = ("", "")
+        # This request's unit of work: the view runs with it current.
+        self.unit = units.Unit(units.KEYS, (scope, operation, key))
         # The unit's Steps handle, in steps mode only.
         self.steps = None
 
@@ -173,8 +174,7 @@ class Claim:
 
     def derive(self, step: str) -> str:
         """Return a key for a downstream call, stable across retries of this one."""
-        material = "\x1f".join((self.scope, self.operation, self.key, step))
-        return hashlib.sha256(material.encode()).hexdigest()
+        return self.unit.derive(step)
 
     def set_resource(self, obj) -> None:
         """Point the record at the object this request created."""
@@ -281,7 +281,9 @@ def _storing(produce, watch):
     transaction. ``store(claim, records)`` returns the response to send."""
 
     def store(claim, records):
-        response = produce()
+        # record() in the view tags its events with this request's intent.
+        with units.running(claim.unit):
+            response = produce()
         answer = responses.keep(response, watch)
         if answer is None:
             raise _Discard(response)

@@ -4,9 +4,10 @@ import functools
 import json
 import logging
 import random
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from celery import Task, current_task, shared_task
@@ -14,7 +15,7 @@ from celery.exceptions import Ignore, Reject, Retry
 from django.db import connections, router, transaction
 
 from idempotency.shared import clock, units
-from idempotency.shared.headers import MESSAGE_ID_HEADER
+from idempotency.shared.headers import EVENT_HEADERS, INTENT_HEADER, MESSAGE_ID_HEADER
 from idempotency.shared.steps import Abandon, StepInTransaction, begin
 
 from .conf import inbox_settings
@@ -34,6 +35,9 @@ from .querysets import BUSY
 DEBEZIUM_HEADER = "id"
 CLOUDEVENTS_HEADERS = ("ce_id", "ce-id")
 
+# An intent is a SHA-256 digest in hex (idempotency.shared.units).
+INTENT_PATTERN = re.compile(r"[0-9a-f]{64}")
+
 logger = logging.getLogger("inbox")
 
 
@@ -42,9 +46,30 @@ class Delivery:
     subscriber: str
     message_id: str
     duplicate: bool
+    # The intent the message carried ("" when none): the unit serves it.
+    inherited_intent: str = ""
     # A steps consumer's steps (``receive_steps()``); None under ``receive()``,
     # whose one transaction leaves no room for a recovery point.
     steps: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def unit(self) -> units.Unit:
+        return units.Unit(
+            units.INBOX,
+            (self.subscriber, self.message_id),
+            inherited_intent=self.inherited_intent,
+        )
+
+    @property
+    def intent(self) -> str:
+        """The intent this delivery serves: the one its message carried, or
+        its own when it carried none; ``record()`` in the block passes it on."""
+        return self.unit.intent
+
+    def derive(self, step: str) -> str:
+        """A key for the downstream call ``step``: the same on every
+        redelivery of this message to this subscriber."""
+        return self.unit.derive(step)
 
     def step(self, name: str, fn: Callable, *, atomic=False, undo=None):
         """Run ``fn(derive(name))`` once for this delivery: a redelivery gets
@@ -60,17 +85,24 @@ class Delivery:
 
 @contextmanager
 def receive(
-    subscriber: str, message_id: str, *, using: str | None = None
+    subscriber: str,
+    message_id: str,
+    *,
+    intent: str | None = None,
+    using: str | None = None,
 ) -> Iterator[Delivery]:
     """Open (or join) a transaction and claim ``message_id`` for ``subscriber``.
 
     Run the business mutation inside the block, unless ``delivery.duplicate``.
     An exception rolls back the mutation and the claim together, so the
-    redelivery processes again.
+    redelivery processes again. ``intent`` is the one the message carried
+    (``intent_from(headers)``): the delivery serves it, and the block runs
+    with the delivery as the current unit.
     """
     if not subscriber or not message_id:
         raise MessageIdMissing("receive() needs a subscriber and a message id.")
     message_id = checked_message_id(message_id)
+    intent = checked_intent(intent)
     using = using or router.db_for_write(InboxMessage)
     # savepoint=False: inside the caller's transaction this costs no extra
     # round trips, and a failure must roll the caller's work back anyway.
@@ -80,7 +112,9 @@ def receive(
         )
         if not inserted:
             logger.info("Dropped a redelivery of %s to %s", message_id, subscriber)
-        yield Delivery(subscriber, message_id, duplicate=not inserted)
+        delivery = Delivery(subscriber, message_id, not inserted, intent)
+        with units.running(delivery.unit):
+            yield delivery
 
 
 @contextmanager
@@ -88,6 +122,7 @@ def receive_steps(
     subscriber: str,
     message_id: str,
     *,
+    intent: str | None = None,
     using: str | None = None,
     last_attempt: bool = False,
 ) -> Iterator[Delivery]:
@@ -102,11 +137,13 @@ def receive_steps(
     run again), or raises anything on the ``last_attempt`` (the error goes
     on, for the caller to record the message dead). Any other exception
     leaves the delivery running, for a retry to resume. Raises
-    ``DeliveryBusy`` while another worker's lease on it is live.
+    ``DeliveryBusy`` while another worker's lease on it is live. ``intent``
+    as for ``receive()``.
     """
     if not subscriber or not message_id:
         raise MessageIdMissing("receive_steps() needs a subscriber and a message id.")
     message_id = checked_message_id(message_id)
+    intent = checked_intent(intent)
     using = using or router.db_for_write(InboxMessage)
     if connections[using].in_atomic_block:
         raise StepInTransaction(
@@ -125,17 +162,19 @@ def receive_steps(
         )
     if claimed != InboxMessage.State.RUNNING:
         logger.info("Dropped a redelivery of %s to %s", message_id, subscriber)
-        yield Delivery(subscriber, message_id, duplicate=True)
+        yield Delivery(subscriber, message_id, True, intent)
         return
 
     def renew(locked_until):
         inbox.renew(subscriber, message_id, locked_until, using=using)
 
-    unit = delivery_unit(subscriber, message_id)
-    handle = begin(unit, f"{subscriber} {message_id}", lease=lease, renew=renew)
+    delivery = Delivery(subscriber, message_id, False, intent)
+    handle = begin(
+        delivery.unit, f"{subscriber} {message_id}", lease=lease, renew=renew
+    )
     try:
-        with units.running(unit):
-            yield Delivery(subscriber, message_id, duplicate=False, steps=handle)
+        with units.running(delivery.unit):
+            yield replace(delivery, steps=handle)
     except Abandon as abandon:
         handle.give_up(abandon.reason)
         inbox.finish_running(subscriber, message_id, using=using)
@@ -151,10 +190,6 @@ def receive_steps(
     with transaction.atomic(using=using):
         handle.finish()
         inbox.finish_running(subscriber, message_id, using=using)
-
-
-def delivery_unit(subscriber: str, message_id: str) -> units.Unit:
-    return units.Unit(units.INBOX, (subscriber, message_id))
 
 
 def checked_message_id(message_id) -> str:
@@ -175,6 +210,39 @@ def checked_message_id(message_id) -> str:
     return message_id
 
 
+def checked_intent(intent) -> str:
+    """The intent a message carried, or "" when it carried none we can trust.
+
+    Like a malformed ``traceparent``, one that is not a 64-digit hex digest is
+    dropped, never refused: the delivery then starts an intent of its own,
+    where a refusal would kill a message over metadata.
+    """
+    if not intent:
+        return ""
+    if isinstance(intent, str) and INTENT_PATTERN.fullmatch(intent):
+        return intent
+    logger.warning("Dropped a malformed %s header: %.80r", INTENT_HEADER, intent)
+    return ""
+
+
+def intent_from(headers: dict | None = None) -> str | None:
+    """Find the intent a delivery carries: our header, else the one inside the
+    event's own headers (``once-headers``: Debezium's router sends only that
+    one, as JSON text)."""
+    headers = headers or {}
+    if headers.get(INTENT_HEADER):
+        return headers[INTENT_HEADER]
+    event_headers = headers.get(EVENT_HEADERS)
+    if isinstance(event_headers, str | bytes):
+        try:
+            event_headers = json.loads(event_headers)
+        except (ValueError, RecursionError):  # not JSON, or nested too deep
+            return None
+    if isinstance(event_headers, dict):
+        return event_headers.get(INTENT_HEADER) or None
+    return None
+
+
 def message_id_from(headers: dict | None = None, body=None) -> str | None:
     """Find the message id of a delivery: our header, Debezium's, CloudEvents'."""
     headers = headers or {}
@@ -191,6 +259,7 @@ def consumer(
     subscriber: str,
     *,
     message_id: str | Callable | None = None,
+    intent: str | Callable | None = None,
     steps: bool = False,
 ) -> Callable[[Callable], Callable]:
     """Make a message handler apply each message once for ``subscriber``.
@@ -202,7 +271,10 @@ def consumer(
     ``message_id`` is a keyword argument name, a function of the handler's
     arguments, or None: then the ``headers`` keyword argument (see
     ``message_id_from``), the ``payload`` CloudEvent, a ``message_id`` keyword
-    argument, the Celery task's headers and finally its task id.
+    argument, the Celery task's headers and finally its task id. ``intent``
+    is found the same way (``intent_from``: the ``headers`` keyword argument,
+    then the task's headers). The handler runs with the delivery as the
+    current unit (``idempotency.shared.units.current()``).
 
     ``steps=True``: the handler takes the ``Delivery`` first and runs its
     outside calls as ``delivery.step(...)``, outside any transaction (see
@@ -213,13 +285,16 @@ def consumer(
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             found = _resolve(message_id, args, kwargs)
+            carried = _intent_of(intent, args, kwargs)
             if steps:
                 last = _last_attempt()
-                with receive_steps(subscriber, found, last_attempt=last) as delivery:
+                with receive_steps(
+                    subscriber, found, intent=carried, last_attempt=last
+                ) as delivery:
                     if delivery.duplicate:
                         return None
                     return func(delivery, *args, **kwargs)
-            with receive(subscriber, found) as delivery:
+            with receive(subscriber, found, intent=carried) as delivery:
                 if delivery.duplicate:
                     return None
                 return func(*args, **kwargs)
@@ -258,6 +333,24 @@ def _last_attempt() -> bool:
     if not isinstance(task, ConsumerTask) or task.request.called_directly:
         return False
     return task.request.retries + 1 >= inbox_settings.MAX_ATTEMPTS
+
+
+def _intent_of(spec, args, kwargs) -> str | None:
+    if callable(spec):
+        return spec(*args, **kwargs)
+    if spec is not None:
+        return kwargs.get(spec)
+    return intent_from(kwargs.get("headers")) or _intent_from_task()
+
+
+def _intent_from_task() -> str | None:
+    task = current_task._get_current_object()  # type: ignore[attr-defined]
+    if task is None or task.request.called_directly:
+        return None
+    request = task.request
+    return intent_from(
+        {name: request.get(name) for name in (INTENT_HEADER, EVENT_HEADERS)}
+    )
 
 
 def _from_task() -> str | None:
@@ -346,6 +439,7 @@ def consumer_task(
     *,
     name: str,
     message_id: str | Callable | None = None,
+    intent: str | Callable | None = None,
     steps: bool = False,
     **options,
 ) -> Callable[[Callable], Task]:
@@ -354,7 +448,9 @@ def consumer_task(
     ``steps=True``, a steps consumer whose last attempt compensates."""
 
     def decorator(func):
-        handler = consumer(subscriber, message_id=message_id, steps=steps)(func)
+        handler = consumer(
+            subscriber, message_id=message_id, intent=intent, steps=steps
+        )(func)
         return shared_task(name=name, base=ConsumerTask, **options)(handler)
 
     return decorator

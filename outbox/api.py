@@ -5,8 +5,8 @@ from typing import Any
 
 from django.db import connections, router, transaction
 
-from idempotency.shared import clock
-from idempotency.shared.headers import MESSAGE_ID_HEADER
+from idempotency.shared import clock, units
+from idempotency.shared.headers import INTENT_HEADER, MESSAGE_ID_HEADER
 
 from .conf import DEBEZIUM, outbox_settings
 from .exceptions import NotInTransaction
@@ -30,6 +30,10 @@ def record(
     event describes: both commit or neither does. Outside one it raises
     ``NotInTransaction`` unless ``require_transaction=False``, which writes the
     event in a transaction of its own.
+
+    Inside a unit of work (a keyed view, a consumer, a webhook handler) the
+    event carries the unit's intent in its ``once-intent`` header; an intent
+    given in ``headers`` is kept.
     """
     using = using or router.db_for_write(OutboxMessage)
     connection = connections[using]
@@ -55,7 +59,11 @@ def record(
             aggregateid=aggregate_id,
             type=event_type,
             payload=payload,
-            headers={**(headers or {}), MESSAGE_ID_HEADER: str(message_id)},
+            headers={
+                **_intent_header(units.current()),
+                **(headers or {}),
+                MESSAGE_ID_HEADER: str(message_id),
+            },
             created_at=now,
             available_at=now,
         )
@@ -66,6 +74,11 @@ def record(
         else:
             relay_kicker.on_commit(using)
     return message_id
+
+
+def _intent_header(unit: units.Unit | None) -> dict:
+    """The header naming the intent the current unit serves, if one runs."""
+    return {INTENT_HEADER: unit.intent} if unit is not None else {}
 
 
 def _lock_aggregate(connection, aggregate_type, aggregate_id):

@@ -45,7 +45,8 @@ def connector_config(
                 "outbox.event.${routedByValue}"
             ),
             # The event type travels as a header, and the event's own headers
-            # in one header of their own, like our relay sends them.
+            # (the message id and the once-intent among them) in one header of
+            # their own, like our relay sends them; the inbox looks there.
             "transforms.outbox.table.fields.additional.placement": (
                 f"type:header:type,headers:header:{EVENT_HEADERS}"
             ),

@@ -7,7 +7,8 @@
         ...
 
 A handler runs inside the transaction that marks the receipt processed, so
-its database writes and the "processed" mark commit together or not at all.
+its database writes and the "processed" mark commit together or not at all,
+with the event's unit current: ``record()`` there carries the event's intent.
 Modules named ``webhooks`` in installed apps are imported on first dispatch.
 
 A handler that calls the outside world registers with ``steps=True``: it runs
@@ -25,6 +26,8 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
+
+from idempotency.shared import units
 
 from . import bodies
 
@@ -72,6 +75,20 @@ class Event:
             )
         except ValueError:
             return None
+
+    @property
+    def unit(self) -> units.Unit:
+        """This receipt's unit of work; a provider's delivery starts an intent."""
+        return units.Unit(units.WEBHOOKS, (self.source, self.delivery_id))
+
+    @property
+    def intent(self) -> str:
+        return self.unit.intent
+
+    def derive(self, step: str) -> str:
+        """A key for the downstream call ``step``: the same on every
+        redelivery and reprocessing of this delivery."""
+        return self.unit.derive(step)
 
     def is_stale(self, current: datetime | None) -> bool:
         """Whether this event is older than the state stamped ``current``."""

@@ -140,7 +140,8 @@ def _run_handlers(receipt) -> Outcome:
     handlers = handlers_for(receipt.source, receipt.event_type)
     event = _event(receipt)
     for handler in handlers:
-        handler(event)
+        with units.running(event.unit):
+            handler(event)
     receipt.state = State.PROCESSED if handlers else State.SKIPPED
     receipt.attempts += 1
     receipt.last_error = ""
@@ -167,7 +168,7 @@ def _run_steps(receipts, receipt, *, last_attempt=False) -> Outcome:
     ``Abandon`` gives the unit up (its completed steps are undone, once
     each) and finishes the receipt: a retry will not run it again.
     """
-    unit = receipt_unit(receipt)
+    unit = _event(receipt).unit
     held = receipts.filter(pk=receipt.pk)
 
     def renew(until):
@@ -205,10 +206,6 @@ def _run_steps(receipts, receipt, *, last_attempt=False) -> Outcome:
             locked_until=None,
         )
     return Outcome.PROCESSED
-
-
-def receipt_unit(receipt) -> units.Unit:
-    return units.Unit(units.WEBHOOKS, (receipt.source, receipt.delivery_id))
 
 
 def _event(receipt, steps=None) -> Event:

@@ -1,6 +1,6 @@
 """The publisher extension point and the envelope every publisher sends."""
 
-from idempotency.shared.headers import EVENT_HEADERS, MESSAGE_ID_HEADER
+from idempotency.shared.headers import EVENT_HEADERS, INTENT_HEADER, MESSAGE_ID_HEADER
 from idempotency.shared.settings import InvalidSetting, duration
 
 from ..exceptions import OutboxConfigurationError
@@ -41,7 +41,9 @@ class BasePublisher:
 def envelope(message) -> tuple[object, dict]:
     """The body and headers every publisher sends, shaped like Debezium's router:
     the payload as the body, the event type and ids as headers, and the event's
-    own headers in a namespace of their own, so none can steer the transport."""
+    own headers in a namespace of their own, so none can steer the transport.
+    The intent the event serves travels like its message id: beside the
+    transport's headers and inside the event's own."""
     headers = {
         "id": str(message.id),
         "type": message.type,
@@ -50,6 +52,9 @@ def envelope(message) -> tuple[object, dict]:
         MESSAGE_ID_HEADER: str(message.id),
         EVENT_HEADERS: dict(message.headers),
     }
+    intent = message.headers.get(INTENT_HEADER)
+    if intent and isinstance(intent, str):
+        headers[INTENT_HEADER] = intent
     return message.payload, headers
 
 

@@ -103,6 +103,22 @@ class PublisherContract:
         assert got["headers"]["once-headers"] == message.headers
         assert not (set(TRANSPORT_HEADERS) - {"id"}) & set(got["headers"])
 
+    def test_the_intent_travels_like_the_message_id(self):
+        intent = "ab" * 32
+        message = make_message()
+        message.headers = {**message.headers, "once-intent": intent}
+        plain = make_message()
+        with self.make_publisher() as publisher:
+            publisher.publish(message)
+            publisher.publish(plain)
+
+        got, got_plain = self.receive(2)
+        # Beside the message id, and inside the event's own headers, as
+        # Debezium's router sends it.
+        assert got["headers"]["once-intent"] == intent
+        assert got["headers"]["once-headers"]["once-intent"] == intent
+        assert "once-intent" not in got_plain["headers"]
+
     def test_messages_keep_their_publish_order(self):
         messages = [make_message() for _ in range(5)]
         with self.make_publisher() as publisher:

@@ -1,0 +1,61 @@
+"""A webhook receipt is a unit of work: ``event.unit``, its ``derive(step)``,
+and the intent its handlers' events carry."""
+
+import pytest
+from django.db import transaction
+
+from idempotency.shared import units
+from outbox.api import record
+from outbox.models import OutboxMessage
+from tests.webhooks.test_processing import deliver, receipt
+from webhooks import processing
+from webhooks.handlers import Event, on
+
+pytestmark = pytest.mark.django_db
+
+
+def event(source="github", delivery_id="evt_1"):
+    return Event(None, source, "push", delivery_id, occurred_at=None)
+
+
+def test_the_event_delegates_to_its_unit():
+    e = event()
+    assert e.unit == units.Unit(units.WEBHOOKS, ("github", "evt_1"))
+    assert e.derive("ship") == e.unit.derive("ship")
+    # A provider's delivery starts an intent of its own.
+    assert e.intent == e.unit.derive(units.INTENT_STEP)
+
+
+def test_derived_keys_differ_across_sources_deliveries_and_kinds():
+    keys = {
+        event().derive("ship"),
+        event(source="stripe").derive("ship"),
+        event(delivery_id="evt_2").derive("ship"),
+        units.Unit(units.INBOX, ("github", "evt_1")).derive("ship"),
+    }
+    assert len(keys) == 4
+
+
+def test_a_reprocessed_delivery_derives_the_same_keys_and_records_its_intent():
+    seen = []
+
+    @on("github", "push")
+    def ship(event):
+        seen.append((units.current(), event.derive("ship")))
+        with transaction.atomic():
+            record("shipment", 1, "shipment.booked", {})
+        if len(seen) == 1:
+            raise RuntimeError("the carrier timed out")
+
+    deliver()
+    with pytest.raises(processing.HandlerFailed):
+        processing.process(receipt().pk)
+    assert processing.process(receipt().pk) == "processed"
+
+    (first, first_key), (retry, retry_key) = seen
+    assert first == retry == units.Unit(units.WEBHOOKS, ("github", "evt_1"))
+    assert first_key == retry_key
+    # The first run's event rolled back with it; the retry's carries the
+    # receipt's own intent.
+    assert OutboxMessage.objects.get().headers["once-intent"] == first.intent
+    assert units.current() is None
