@@ -200,6 +200,12 @@ def test_a_kill_at_any_step_boundary_leaves_each_effect_once(
         flow.consume()
         assert flow.marker.exists(), f"nothing died at {crash_at}"
         assert flow.counts() == ONCE_EACH
+    # Three units (the request, each consumer's delivery), each done, all
+    # serving the one intent of the payment request.
+    units = UnitRecord.objects.all()
+    assert sorted(unit.kind for unit in units) == ["inbox", "inbox", "keys"]
+    assert {unit.state for unit in units} == {UnitRecord.State.DONE}
+    assert len({unit.intent for unit in units}) == 1
 
 
 def test_a_kill_between_the_mail_and_its_recovery_point_mails_twice(

@@ -54,6 +54,22 @@ class CheckThenActView(APIView):
         return Response({"id": widget.pk, "name": key}, status=201)
 
 
+class MailsOutsideStepsView(IdempotencyMixin, APIView):
+    """Steps mode, but the mail goes out between two steps, not in one: when
+    a crash comes after the later step, the retry resumes past the steps and
+    mails again."""
+
+    idempotency_mode = "steps"
+    idempotency_operation = "broken.mails-outside-steps"
+
+    def post(self, request):
+        unit = request.idempotency
+        charge = unit.step("charge", lambda key: services.charge(key, 500))
+        services.send_mail("buyer@example.com", "Your receipt")
+        unit.step("note", lambda key: charge["id"])
+        return Response({"charge": charge["id"]}, status=201)
+
+
 def notify(widget):
     """Tells another system about the widget; tests make it fail."""
 
