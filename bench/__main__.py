@@ -12,6 +12,7 @@ MODULES = [
     "bench.relay",
     "bench.inbox",
     "bench.webhooks",
+    "bench.steps",
     "bench.retention",
     "bench.dashboard",
     "bench.load",

@@ -22,7 +22,7 @@ from .exceptions import (
     UnitFinished,
     UnitRunning,
 )
-from .handle import UNDO_PREFIX, as_json, error_text, save_step
+from .handle import UNDO_PREFIX, as_json, error_text, store_point
 from .models import StepRecord, UnitRecord
 
 UnitState = UnitRecord.State
@@ -126,18 +126,20 @@ def _undo(unit, step, db, lease) -> None:
         ) from exc
     now = clock.now()
     with transaction.atomic(using=db):
-        if not _fenced(unit, db).update(lease_expires_at=now + lease, updated_at=now):
-            _lost(unit)
-        save_step(
+        stored = store_point(
             db,
             unit=unit.pk,
-            name=name,
             attempt=unit.attempt,
+            state=UnitState.COMPENSATING,
+            lease_until=now + lease,
+            now=now,
+            name=name,
             result=result,
             undo="",
             undo_key="",
-            now=now,
         )
+        if not stored:
+            _lost(unit)
         StepRecord.objects.using(db).filter(pk=step.pk).update(state=StepState.UNDONE)
         signals.send_on_commit(
             signals.step_done,

@@ -19,7 +19,7 @@ from django.db import DatabaseError, IntegrityError, connections, router, transa
 from django.utils.module_loading import import_string
 
 from .. import clock, signals
-from ..inserts import insert_or_update
+from ..inserts import insert_or_update, insert_shape
 from ..units import Unit
 from .exceptions import (
     Abandon,
@@ -70,6 +70,12 @@ def begin(
             "begin() commits the unit on its own: call it outside transaction.atomic()."
         )
     now = clock.now()
+    if fresh:
+        # The owner's record is new, so its unit most likely is too: one
+        # statement, with no transaction and no steps to read back.
+        row = _inserted(unit, label, db, now, lease)
+        if row is not None:
+            return Steps(unit, row, lease=lease, using=db, results={}, renew=renew)
     with transaction.atomic(using=db):
         row = _locked_or_created(unit, label, db, now)
         if fresh and row.attempt:
@@ -91,6 +97,30 @@ def begin(
             row.steps.exclude(state=StepState.FAILED).values_list("name", "result")
         )
     return Steps(unit, row, lease=lease, using=db, results=results, renew=renew)
+
+
+def _inserted(unit: Unit, label: str, db: str, now, lease) -> UnitRecord | None:
+    """Insert the unit's row at attempt 1; None if it exists already."""
+    row = UnitRecord(
+        id=unit.identity,
+        kind=unit.kind,
+        label=label[:255],
+        intent=unit.intent,
+        attempt=1,
+        lease_expires_at=now + lease,
+        created_at=now,
+        updated_at=now,
+    )
+    connection = connections[db]
+    fields = tuple(field.name for field in UnitRecord._meta.concrete_fields)
+    insert = insert_shape(UnitRecord, connection, fields)
+    values = {name: getattr(row, name) for name in fields}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"{insert.sql} ON CONFLICT DO NOTHING RETURNING 1",
+            insert.params(values, connection),
+        )
+        return row if cursor.fetchone() is not None else None
 
 
 def _locked_or_created(unit: Unit, label: str, db: str, now) -> UnitRecord:
@@ -175,8 +205,7 @@ class Steps:
                     self._store(name, result, undo_path)
             else:
                 result = as_json(fn(key), name)
-                with transaction.atomic(using=self.using):
-                    self._store(name, result, undo_path)
+                self._store(name, result, undo_path)
         except StepTakenOver:
             raise
         except Exception as exc:
@@ -190,27 +219,22 @@ class Steps:
     def _store(self, name: str, result, undo_path: str) -> None:
         """The recovery point, fenced: only the attempt holding the unit stores."""
         now = clock.now()
-        held = (
-            UnitRecord.objects.using(self.using)
-            .filter(
-                pk=self.unit.identity, attempt=self.attempt, state=UnitState.RUNNING
-            )
-            .update(lease_expires_at=now + self.lease, updated_at=now)
-        )
-        if not held:
-            raise StepTakenOver(
-                f"A newer attempt holds this unit; step {name!r} was not stored."
-            )
-        save_step(
+        stored = store_point(
             self.using,
             unit=self.unit.identity,
-            name=name,
             attempt=self.attempt,
+            state=UnitState.RUNNING,
+            lease_until=now + self.lease,
+            now=now,
+            name=name,
             result=result,
             undo=undo_path,
             undo_key=self.unit.derive(UNDO_PREFIX + name) if undo_path else "",
-            now=now,
         )
+        if not stored:
+            raise StepTakenOver(
+                f"A newer attempt holds this unit; step {name!r} was not stored."
+            )
         signals.send_on_commit(
             signals.step_done,
             UnitRecord,
@@ -290,30 +314,69 @@ class Steps:
         self.state, self.reason = UnitState.COMPENSATED, reason
 
 
-def save_step(using, *, unit, name, attempt, result, undo, undo_key, now) -> None:
-    """Insert a done step, or make the failed row of its earlier calls done."""
+def store_point(using, *, unit, attempt, state, lease_until, now, **step) -> bool:
+    """Store a done step (``name``, ``result``, ``undo``, ``undo_key``) if the
+    unit is still in ``state`` at ``attempt``, renewing its lease; False if
+    not (fenced out). The failed row of earlier calls becomes done.
+
+    On PostgreSQL one statement, so one round trip: the fenced UPDATE locks
+    the unit's row in a CTE and the INSERT happens only if it matched. A
+    newer attempt joining the unit waits on that lock, then sees the step.
+    """
+    connection = connections[using]
+    values = {
+        "unit": unit,
+        "state": StepState.DONE,
+        "attempt": attempt,
+        "created_at": now,
+        "finished_at": now,
+        **step,
+    }
     table = _quoted(StepRecord, using)
-    insert_or_update(
-        StepRecord.objects.using(using),
-        {
-            "unit": unit,
-            "name": name,
-            "state": StepState.DONE,
-            "attempt": attempt,
-            "result": result,
-            "undo": undo,
-            "undo_key": undo_key,
-            "created_at": now,
-            "finished_at": now,
-        },
-        unique=("unit", "name"),
-        update=(
-            "state = excluded.state, attempt = excluded.attempt, "
-            "result = excluded.result, undo = excluded.undo, "
-            "undo_key = excluded.undo_key, error = '', "
-            f"attempts = {table}.attempts + 1, finished_at = excluded.finished_at"
-        ),
+    done = (
+        "state = excluded.state, attempt = excluded.attempt, "
+        "result = excluded.result, undo = excluded.undo, "
+        "undo_key = excluded.undo_key, error = '', "
+        f"attempts = {table}.attempts + 1, finished_at = excluded.finished_at"
     )
+    if connection.vendor != "postgresql":  # SQLite: no UPDATE in a CTE
+        with transaction.atomic(using=using):
+            held = (
+                UnitRecord.objects.using(using)
+                .filter(pk=unit, attempt=attempt, state=state)
+                .update(lease_expires_at=lease_until, updated_at=now)
+            )
+            if held:
+                insert_or_update(
+                    StepRecord.objects.using(using),
+                    values,
+                    unique=("unit", "name"),
+                    update=done,
+                )
+        return bool(held)
+    insert = insert_shape(StepRecord, connection)
+    lease_field = UnitRecord._meta.get_field("lease_expires_at")
+    sql = (
+        f"WITH held AS (UPDATE {_quoted(UnitRecord, using)} "
+        "SET lease_expires_at = %s, updated_at = %s "
+        "WHERE id = %s AND attempt = %s AND state = %s RETURNING 1) "
+        f"INSERT INTO {insert.table} ({insert.columns}) "
+        f"SELECT {insert.placeholders} FROM held "
+        f"ON CONFLICT ({insert.conflict_target(connection, ('unit', 'name'))}) "
+        f"DO UPDATE SET {done} RETURNING 1"
+    )
+    stamp = lease_field.get_db_prep_save
+    params = [
+        stamp(lease_until, connection),
+        stamp(now, connection),
+        unit,
+        attempt,
+        state,
+        *insert.params(values, connection),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone() is not None
 
 
 def _quoted(model, using) -> str:

@@ -120,7 +120,7 @@ def test_a_crash_between_the_call_and_its_recovery_point_calls_again_with_the_sa
 
     first = start()
     with monkeypatch.context() as patched:
-        patched.setattr(handle, "save_step", crash)
+        patched.setattr(handle, "store_point", crash)
         with pytest.raises(Crash):
             first.step("charge", charge)
     assert names() == {}
@@ -174,7 +174,7 @@ def test_an_atomic_step_commits_its_work_with_its_recovery_point(monkeypatch):
         raise Crash
 
     with monkeypatch.context() as patched:
-        patched.setattr(handle, "save_step", crash)
+        patched.setattr(handle, "store_point", crash)
         with pytest.raises(Crash):
             start().step("widget", make_widget, atomic=True)
     assert Widget.objects.count() == 0  # rolled back with its recovery point
@@ -378,6 +378,7 @@ def test_an_undo_that_raises_stays_compensating_and_the_next_abandon_continues(
     assert (unit.state, unit.error, unit.reason) == ("compensated", "", "declined")
 
 
+@pytest.mark.postgresql  # row locks; SQLite locks the whole table
 def test_two_abandons_racing_compensate_once(clock):
     steps = start()
     steps.step("charge", charge, undo=slow_refund)
