@@ -38,8 +38,11 @@ class InboxMessageQuerySet(models.QuerySet["InboxMessage"]):
 
     def purgeable(self, now, retention):
         # A dead row is the only trace of a message nothing applied: it stays
-        # until a replay applies it.
-        return self.filter(received_at__lt=now - retention).exclude(state=DEAD)
+        # until a replay applies it. A running one is a steps consumer's
+        # mid-way: forgotten, its redelivery would look new.
+        return self.filter(received_at__lt=now - retention).exclude(
+            state__in=(DEAD, RUNNING)
+        )
 
     def dead(self):
         return self.filter(state=DEAD)
