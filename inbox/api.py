@@ -7,19 +7,28 @@ import random
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from celery import Task, current_task, shared_task
 from celery.exceptions import Ignore, Reject, Retry
-from django.db import router, transaction
+from django.db import connections, router, transaction
 
 from idempotency.shared import clock, tracing, units
 from idempotency.shared.headers import EVENT_HEADERS, INTENT_HEADER, MESSAGE_ID_HEADER
+from idempotency.shared.steps import Abandon, StepInTransaction, begin
 
 from . import signals
 from .conf import inbox_settings
-from .exceptions import InboxError, MessageIdInvalid, MessageIdMissing
+from .exceptions import (
+    DeliveryBusy,
+    InboxError,
+    MessageIdInvalid,
+    MessageIdMissing,
+    StepsNotClaimed,
+)
 from .models import InboxMessage
+from .querysets import BUSY
 
 # Where a message id is looked up, in order: our outbox's header
 # (MESSAGE_ID_HEADER), Debezium's event router header, then a CloudEvents
@@ -40,6 +49,9 @@ class Delivery:
     duplicate: bool
     # The intent the message carried ("" when none): the unit serves it.
     inherited_intent: str = ""
+    # A steps consumer's steps (``receive_steps()``); None under ``receive()``,
+    # whose one transaction leaves no room for a recovery point.
+    steps: Any = field(default=None, compare=False, repr=False)
 
     @property
     def unit(self) -> units.Unit:
@@ -59,6 +71,17 @@ class Delivery:
         """A key for the downstream call ``step``: the same on every
         redelivery of this message to this subscriber."""
         return self.unit.derive(step)
+
+    def step(self, name: str, fn: Callable, *, atomic=False, undo=None):
+        """Run ``fn(derive(name))`` once for this delivery: a redelivery gets
+        its stored result (see ``idempotency.shared.steps``)."""
+        if self.steps is None:
+            raise StepsNotClaimed(
+                "delivery.step() needs a steps consumer: @consumer(..., "
+                "steps=True) or receive_steps(); receive() runs the consumer in "
+                "one transaction, where a step's recovery point cannot commit."
+            )
+        return self.steps.step(name, fn, atomic=atomic, undo=undo)
 
 
 @contextmanager
@@ -92,6 +115,83 @@ def receive(
         signals.delivered(delivery, using=using)
         with units.running(delivery.unit):
             yield delivery
+
+
+@contextmanager
+def receive_steps(
+    subscriber: str,
+    message_id: str,
+    *,
+    intent: str | None = None,
+    using: str | None = None,
+    last_attempt: bool = False,
+) -> Iterator[Delivery]:
+    """Claim ``message_id`` for ``subscriber`` with a lease, committed before
+    the consumer runs, so its steps (``delivery.step()``) each keep their own
+    recovery point: a redelivery resumes at the first unfinished one.
+
+    Runs outside any transaction. Unless ``delivery.duplicate``, run the
+    steps inside the block; when it ends, the delivery is applied. The unit
+    gives up (the undos of its completed steps run, once each, last first)
+    when the block raises ``Abandon`` (the delivery is applied: it will not
+    run again), or raises anything on the ``last_attempt`` (the error goes
+    on, for the caller to record the message dead). Any other exception
+    leaves the delivery running, for a retry to resume. Raises
+    ``DeliveryBusy`` while another worker's lease on it is live. ``intent``
+    as for ``receive()``.
+    """
+    if not subscriber or not message_id:
+        raise MessageIdMissing("receive_steps() needs a subscriber and a message id.")
+    message_id = checked_message_id(message_id)
+    intent = checked_intent(intent)
+    using = using or router.db_for_write(InboxMessage)
+    if connections[using].in_atomic_block:
+        raise StepInTransaction(
+            "receive_steps() runs outside any transaction: its claim and each "
+            "step's recovery point commit on their own."
+        )
+    lease = inbox_settings.STEPS_LEASE
+    inbox = InboxMessage.objects
+    claimed = inbox.claim_running(
+        subscriber, message_id, clock.now(), lease, using=using
+    )
+    if claimed == BUSY:
+        raise DeliveryBusy(
+            f"Another worker holds {message_id} for {subscriber}.",
+            retry_after=lease.total_seconds(),
+        )
+    if claimed != InboxMessage.State.RUNNING:
+        duplicate = Delivery(subscriber, message_id, True, intent)
+        signals.delivered(duplicate, using=using)
+        yield duplicate
+        return
+
+    def renew(locked_until):
+        inbox.renew(subscriber, message_id, locked_until, using=using)
+
+    delivery = Delivery(subscriber, message_id, False, intent)
+    handle = begin(
+        delivery.unit, f"{subscriber} {message_id}", lease=lease, renew=renew
+    )
+    try:
+        with units.running(delivery.unit):
+            yield replace(delivery, steps=handle)
+    except Abandon as abandon:
+        handle.give_up(abandon.reason)
+        inbox.finish_running(subscriber, message_id, using=using)
+        return
+    except Exception as exc:
+        if last_attempt:
+            handle.give_up(f"its attempts ran out: {exc!r}")
+        else:
+            # This worker is done with it: its retry resumes at once.
+            inbox.release(subscriber, message_id, using=using)
+        raise
+    # The unit's end and the delivery's "applied" commit together.
+    with transaction.atomic(using=using):
+        handle.finish()
+        inbox.finish_running(subscriber, message_id, using=using)
+        signals.delivered(delivery, using=using)
 
 
 def checked_message_id(message_id) -> str:
@@ -162,6 +262,7 @@ def consumer(
     *,
     message_id: str | Callable | None = None,
     intent: str | Callable | None = None,
+    steps: bool = False,
 ) -> Callable[[Callable], Callable]:
     """Make a message handler apply each message once for ``subscriber``.
 
@@ -176,6 +277,10 @@ def consumer(
     is found the same way (``intent_from``: the ``headers`` keyword argument,
     then the task's headers). The handler runs with the delivery as the
     current unit (``idempotency.shared.units.current()``).
+
+    ``steps=True``: the handler takes the ``Delivery`` first and runs its
+    outside calls as ``delivery.step(...)``, outside any transaction (see
+    ``receive_steps``); a redelivery resumes at the first unfinished step.
     """
 
     def decorator(func):
@@ -183,6 +288,18 @@ def consumer(
         def wrapper(*args, **kwargs):
             found = _resolve(message_id, args, kwargs)
             carried = _intent_of(intent, args, kwargs)
+            if steps:
+                last = _last_attempt()
+                with (
+                    tracing.processing(subscriber, _trace_context(kwargs), found),
+                    receive_steps(
+                        subscriber, found, intent=carried, last_attempt=last
+                    ) as delivery,
+                ):
+                    if delivery.duplicate:
+                        tracing.annotate(**{"once.duplicate": True})
+                        return None
+                    return func(delivery, *args, **kwargs)
             with (
                 tracing.processing(subscriber, _trace_context(kwargs), found),
                 receive(subscriber, found, intent=carried) as delivery,
@@ -193,6 +310,7 @@ def consumer(
                 return func(*args, **kwargs)
 
         wrapper.subscriber = subscriber  # type: ignore[attr-defined]
+        wrapper.steps = steps  # type: ignore[attr-defined]
         # ConsumerTask names a dead message by it, as the wrapper found it.
         wrapper.message_id_of = functools.partial(_resolve, message_id)  # type: ignore[attr-defined]
         return wrapper
@@ -216,6 +334,15 @@ def _resolve(spec, args, kwargs) -> str:
             "Cannot tell this delivery's message id; pass message_id= to @consumer."
         )
     return str(found)
+
+
+def _last_attempt() -> bool:
+    """Whether this run is a ``ConsumerTask``'s last before its message is
+    dead: a steps consumer gives up (compensates) when it fails."""
+    task = current_task._get_current_object()  # type: ignore[attr-defined]
+    if not isinstance(task, ConsumerTask) or task.request.called_directly:
+        return False
+    return task.request.retries + 1 >= inbox_settings.MAX_ATTEMPTS
 
 
 def _intent_of(spec, args, kwargs) -> str | None:
@@ -292,6 +419,10 @@ class ConsumerTask(Task):
             return self.run(*args, **kwargs)
         except (Retry, Reject, Ignore):
             raise  # Celery's own flow, raised by the handler on purpose
+        except DeliveryBusy as busy:
+            # Another worker runs its steps; this copy comes back after the
+            # lease, to resume them if that worker died. Never buried.
+            raise self.retry(exc=busy, countdown=busy.retry_after) from busy
         except Exception as exc:
             self._retry_or_bury(exc, args, kwargs)
 
@@ -335,13 +466,17 @@ def consumer_task(
     name: str,
     message_id: str | Callable | None = None,
     intent: str | Callable | None = None,
+    steps: bool = False,
     **options,
 ) -> Callable[[Callable], Task]:
     """``@shared_task(name=..., base=ConsumerTask)`` over ``@consumer(...)``:
-    a consumer task with the inbox's acks, retries and dead state."""
+    a consumer task with the inbox's acks, retries and dead state. With
+    ``steps=True``, a steps consumer whose last attempt compensates."""
 
     def decorator(func):
-        handler = consumer(subscriber, message_id=message_id, intent=intent)(func)
+        handler = consumer(
+            subscriber, message_id=message_id, intent=intent, steps=steps
+        )(func)
         return shared_task(name=name, base=ConsumerTask, **options)(handler)
 
     return decorator

@@ -73,6 +73,14 @@ inbox_settings = AppSettings(
             "inbox.E005",
             doc="Runs of a ConsumerTask that raised before its message is dead.",
         ),
+        "STEPS_LEASE": Option(
+            timedelta(minutes=5),
+            duration_at_least(timedelta(seconds=1)),
+            "inbox.E002",
+            doc="How long a steps consumer holds a delivery before a redelivery "
+            "may take it over; each step's recovery point renews it. Longer "
+            "than the slowest step.",
+        ),
         "RETRY_BACKOFF_MAX": Option(
             timedelta(minutes=10),
             duration,

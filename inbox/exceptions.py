@@ -29,3 +29,22 @@ class MessageIdInvalid(InboxError, ValueError):
 
     status = 400
     title = "The message id cannot be stored"
+
+
+class StepsNotClaimed(InboxError, TypeError):
+    """``delivery.step()`` on a delivery ``receive()`` claimed: its one
+    transaction leaves no room for a step's own recovery point."""
+
+    status = 500
+    title = "Steps need a steps consumer"
+
+
+class DeliveryBusy(OnceError):
+    """Another worker holds this delivery's steps (its lease is live): this
+    copy comes back after the lease, to resume if that worker died.
+
+    Not an ``InboxError``: a ``ConsumerTask`` retries it and never buries it.
+    """
+
+    status = 409
+    title = "Another worker is running this delivery's steps"

@@ -12,6 +12,9 @@ class InboxMessage(models.Model):
         APPLIED = "applied", _("applied")
         # Every attempt raised: nothing applied; a redelivery or a replay runs.
         DEAD = "dead", _("dead")
+        # A steps consumer's claim, committed before its steps ran: a
+        # redelivery resumes at the first unfinished step.
+        RUNNING = "running", _("running")
 
     subscriber = models.CharField(
         _("subscriber"),
@@ -33,6 +36,15 @@ class InboxMessage(models.Model):
         help_text=_("Runs of the consumer task that raised, when it went dead."),
     )
     last_error = models.TextField(_("last error"), blank=True, db_default="")
+    locked_until = models.DateTimeField(
+        _("locked until"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "A running steps consumer's lease: a redelivery waits for it to "
+            "lapse, then resumes at the first unfinished step."
+        ),
+    )
     redrive = models.JSONField(
         _("redrive"),
         null=True,
@@ -65,6 +77,12 @@ class InboxMessage(models.Model):
                 fields=["state"],
                 condition=models.Q(state="dead"),
                 name="inbox_dead_idx",
+            ),
+            # The console's figure of deliveries mid-steps reads only these.
+            models.Index(
+                fields=["received_at"],
+                condition=models.Q(state="running"),
+                name="inbox_running_idx",
             ),
         ]
         permissions = [("replay_inboxmessage", "Can replay dead inbox messages")]

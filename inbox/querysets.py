@@ -12,7 +12,9 @@ if TYPE_CHECKING:  # the models import these querysets
 # The claim statement by database alias: built once, since receive() runs it
 # for every delivery.
 _claims: dict[str, str] = {}
+_running_claims: dict[str, str] = {}
 _CLAIMED = ("subscriber", "message_id", "received_at", "duplicates", "state")
+_RUNNING_CLAIMED = (*_CLAIMED, "locked_until")
 _BURIED = (
     "subscriber",
     "message_id",
@@ -25,7 +27,9 @@ _BURIED = (
 )
 # States as the SQL below spells them (InboxMessage.State; the models import
 # this module, so it cannot import them).
-APPLIED, DEAD = "applied", "dead"
+APPLIED, DEAD, RUNNING = "applied", "dead", "running"
+# claim_running()'s answer when another worker's lease is live (no state).
+BUSY = "busy"
 
 
 class InboxMessageQuerySet(models.QuerySet["InboxMessage"]):
@@ -34,14 +38,20 @@ class InboxMessageQuerySet(models.QuerySet["InboxMessage"]):
 
     def purgeable(self, now, retention):
         # A dead row is the only trace of a message nothing applied: it stays
-        # until a replay applies it.
-        return self.filter(received_at__lt=now - retention).exclude(state=DEAD)
+        # until a replay applies it. A running one is a steps consumer's
+        # mid-way: forgotten, its redelivery would look new.
+        return self.filter(received_at__lt=now - retention).exclude(
+            state__in=(DEAD, RUNNING)
+        )
 
     def dead(self):
         return self.filter(state=DEAD)
 
     def with_duplicates(self):
         return self.filter(duplicates__gt=0)
+
+    def running(self):
+        return self.filter(state=RUNNING)
 
 
 _BaseManager = models.Manager.from_queryset(InboxMessageQuerySet)
@@ -75,6 +85,56 @@ class InboxMessageManager(_BaseManager):
         # A new row starts at 0, a dead one is taken over at 0 (nothing was
         # applied, so nothing was dropped); an applied one has just gone to 1+.
         return duplicates == 0
+
+    def claim_running(self, subscriber, message_id, now, lease, *, using) -> str:
+        """A steps consumer's claim, with a lease: insert the row as running,
+        take over a dead one or one whose lease lapsed (a crash left it), or
+        count a duplicate on an applied one. Returns ``RUNNING`` (run or
+        resume the steps), ``APPLIED`` (a duplicate) or ``BUSY`` (another
+        worker's lease is live).
+
+        One statement in autocommit, so the claim is committed before the
+        first step runs, and two workers racing for a lapsed lease cannot
+        both take it: the second one's update waits for the first's row
+        lock, then finds the new lease.
+        """
+        connection = connections[using]
+        insert = insert_shape(self.model, connection, _RUNNING_CLAIMED)
+        sql = _running_claims.get(using) or _running_claim_sql(insert, connection)
+        values = {
+            "subscriber": subscriber,
+            "message_id": message_id,
+            "received_at": now,
+            "duplicates": 0,
+            "state": RUNNING,
+            "locked_until": now + lease,
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(sql, insert.params(values, connection))
+            row = cursor.fetchone()
+        return row[0] if row else BUSY
+
+    def release(self, subscriber, message_id, *, using) -> None:
+        """Let a running delivery's lease go: the attempt holding it failed,
+        and its retry (or any redelivery) resumes it at once."""
+        self.renew(subscriber, message_id, None, using=using)
+
+    def renew(self, subscriber, message_id, locked_until, *, using) -> None:
+        """Extend a running delivery's lease (its steps progress)."""
+        self.db_manager(using).for_message(subscriber, message_id).filter(
+            state=RUNNING
+        ).update(locked_until=locked_until)
+
+    def finish_running(self, subscriber, message_id, *, using) -> int:
+        """Mark a steps consumer's delivery applied: a redelivery is a duplicate
+        from now on. Returns 1, or 0 when it was not running (finished by
+        another worker already)."""
+        return (
+            self.db_manager(using)
+            .for_message(subscriber, message_id)
+            .filter(state=RUNNING)
+            .update(state=APPLIED, locked_until=None)
+        )
 
     def bury(self, subscriber, message_id, now, *, attempts, error, redrive, using):
         """Record that every attempt at ``message_id`` raised: a dead row.
@@ -132,6 +192,36 @@ def _claim_sql(insert, connection) -> str:
     return sql
 
 
+def _running_claim_sql(insert, connection) -> str:
+    column = _columns(insert, connection)
+    duplicates, received, state, locked = (
+        column("duplicates"),
+        column("received_at"),
+        column("state"),
+        column("locked_until"),
+    )
+    # As in _claim_sql, the right-hand sides read the row as it was: an
+    # applied one counts a duplicate and stays applied; a dead one, or a
+    # running one whose lease lapsed, is taken over with a new lease. A
+    # running one under a live lease is left alone: no row comes back.
+    was = f"{insert.table}.{state}"
+    applied = f"{was} = '{APPLIED}'"
+    sql = _running_claims[connection.alias] = (
+        f"{insert.sql} {_on_conflict(insert, connection)} DO UPDATE SET "
+        f"{duplicates} = {insert.table}.{duplicates} "
+        f"+ CASE WHEN {applied} THEN 1 ELSE 0 END, "
+        f"{received} = CASE WHEN {was} = '{DEAD}' THEN excluded.{received} "
+        f"ELSE {insert.table}.{received} END, "
+        f"{locked} = CASE WHEN {applied} THEN {insert.table}.{locked} "
+        f"ELSE excluded.{locked} END, "
+        f"{state} = CASE WHEN {applied} THEN '{APPLIED}' ELSE '{RUNNING}' END "
+        f"WHERE NOT ({was} = '{RUNNING}' AND {insert.table}.{locked} IS NOT NULL "
+        f"AND {insert.table}.{locked} > excluded.{received}) "
+        f"RETURNING {state}"
+    )
+    return sql
+
+
 def _bury_sql(insert, connection) -> str:
     column = _columns(insert, connection)
     updated = ", ".join(
@@ -139,7 +229,8 @@ def _bury_sql(insert, connection) -> str:
     )
     return (
         f"{insert.sql} {_on_conflict(insert, connection)} DO UPDATE SET {updated} "
-        f"WHERE {insert.table}.{column('state')} = '{DEAD}'"
+        # A running row is a steps consumer's that gave up: dead now too.
+        f"WHERE {insert.table}.{column('state')} IN ('{DEAD}', '{RUNNING}')"
     )
 
 

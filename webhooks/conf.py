@@ -200,6 +200,15 @@ webhooks_settings = AppSettings(
             doc="The cap of the exponential backoff between a failing receipt's "
             "retries, in seconds.",
         ),
+        "STEPS_LEASE": Option(
+            timedelta(minutes=5),
+            duration,
+            "webhooks.E014",
+            "Give seconds or a timedelta, longer than the slowest step.",
+            doc="How long a worker running a receipt's steps handlers holds it "
+            "before a retry may take it over; each step's recovery point "
+            "renews it.",
+        ),
         "RETENTION": Option(
             DEFAULT_RETENTION,
             duration,

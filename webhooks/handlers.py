@@ -10,14 +10,21 @@ A handler runs inside the transaction that marks the receipt processed, so
 its database writes and the "processed" mark commit together or not at all,
 with the event's unit current: ``record()`` there carries the event's intent.
 Modules named ``webhooks`` in installed apps are imported on first dispatch.
+
+A handler that calls the outside world registers with ``steps=True``: it runs
+in no transaction, each outside call an ``event.step(name, fn)`` whose result
+is a recovery point of its own, and a retry of the receipt resumes at the
+first unfinished step (see ``idempotency.shared.steps``). The handlers of one
+event type are all of one kind.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
 from idempotency.shared import units
@@ -25,6 +32,8 @@ from idempotency.shared import units
 from . import bodies
 
 _registry: dict[tuple[str, str], list[Callable]] = {}
+# The handlers registered with steps=True.
+_steps_handlers: set[Callable] = set()
 _discovered = False
 
 
@@ -37,6 +46,20 @@ class Event:
     event_type: str
     delivery_id: str
     occurred_at: datetime | None
+    # A steps handler's steps (processing runs them); None for the others,
+    # whose one transaction leaves no room for a recovery point.
+    steps: Any = field(default=None, compare=False, repr=False)
+
+    def step(self, name: str, fn: Callable, *, atomic=False, undo=None):
+        """Run ``fn(derive(name))`` once for this receipt: a retry gets its
+        stored result (see ``idempotency.shared.steps``)."""
+        if self.steps is None:
+            raise ImproperlyConfigured(
+                "event.step() needs a handler registered with @on(..., "
+                "steps=True): the others run in one transaction, where a "
+                "step's recovery point cannot commit."
+            )
+        return self.steps.step(name, fn, atomic=atomic, undo=undo)
 
     @cached_property
     def data(self) -> dict | None:
@@ -84,16 +107,33 @@ def is_stale(current: datetime | None, occurred_at: datetime | None) -> bool:
     return occurred_at < current
 
 
-def on(source: str, event_type: str) -> Callable[[Callable], Callable]:
-    """Register the decorated ``handler(event)`` for one source and event type."""
+def on(
+    source: str, event_type: str, *, steps: bool = False
+) -> Callable[[Callable], Callable]:
+    """Register the decorated ``handler(event)`` for one source and event type;
+    ``steps=True`` for a handler whose outside calls are ``event.step()``."""
 
     def register(handler: Callable) -> Callable:
         handlers = _registry.setdefault((source, event_type), [])
         if handler not in handlers:
             handlers.append(handler)
+        if steps:
+            _steps_handlers.add(handler)
         return handler
 
     return register
+
+
+def runs_steps(handlers: list[Callable]) -> bool:
+    """Whether ``handlers`` (one event type's) are steps handlers."""
+    kinds = {handler in _steps_handlers for handler in handlers}
+    if len(kinds) > 1:
+        raise ImproperlyConfigured(
+            "An event type's handlers are either all steps handlers (@on(..., "
+            "steps=True)) or none: the others need one transaction around "
+            f"them, steps need none. Handlers: {handlers!r}."
+        )
+    return kinds == {True}
 
 
 def handlers_for(source: str, event_type: str) -> list[Callable]:

@@ -58,6 +58,15 @@ class WebhookReceipt(models.Model):
         _("attempts"), default=0, help_text=_("Processing runs so far.")
     )
     last_error = models.TextField(_("last error"), blank=True)
+    locked_until = models.DateTimeField(
+        _("locked until"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "A worker running the receipt's steps handlers holds it until "
+            "then; a retry after that resumes at the first unfinished step."
+        ),
+    )
     received_at = models.DateTimeField(_("received at"))
     processed_at = models.DateTimeField(_("processed at"), null=True, blank=True)
 

@@ -7,12 +7,15 @@ from enum import StrEnum
 from typing import NoReturn
 
 from django.db import InterfaceError, OperationalError, router, transaction
+from django.db.models import F
 
 from idempotency.shared import clock, tracing, units
+from idempotency.shared.steps import Abandon, begin
 
 from . import signals
+from .conf import webhooks_settings
 from .exceptions import HandlerFailed, ReceiptUnreadable
-from .handlers import Event, handlers_for
+from .handlers import Event, handlers_for, runs_steps
 from .models import WebhookReceipt
 
 State = WebhookReceipt.State
@@ -31,13 +34,17 @@ class Outcome(StrEnum):
     BUSY = "busy"
     # It is gone (purged).
     MISSING = "missing"
+    # Another worker runs its steps handlers under a live lease; the task
+    # comes back after it, to resume them if that worker died.
+    LEASED = "leased"
 
 
-def process(receipt_id: int) -> Outcome:
+def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
     """Run the handlers of one receipt unless it is finished; say what happened.
 
     Raises ``HandlerFailed`` or ``ReceiptUnreadable`` after recording the
-    failure.
+    failure. Steps handlers that fail on the ``last_attempt`` give their
+    unit up first: the undos of its completed steps run.
     """
     receipts = _receipts()
     try:
@@ -52,7 +59,13 @@ def process(receipt_id: int) -> Outcome:
             receipt = _read(receipts, receipt_id)
             if receipt.state in WebhookReceipt.FINISHED:
                 return Outcome(receipt.state)
-            return _run_handlers(receipt)
+            if not runs_steps(handlers_for(receipt.source, receipt.event_type)):
+                return _run_handlers(receipt)
+            if not _take_for_steps(receipts, receipt):
+                return Outcome.LEASED
+        # Committed: the lease is this worker's, and the steps run outside
+        # any transaction.
+        return _run_steps(receipts, receipt, last_attempt=last_attempt)
     except Exception as exc:
         _fail(receipts, receipt_id, exc)
 
@@ -71,11 +84,16 @@ def process_next() -> int | None:
         with transaction.atomic(using=receipts.db):
             # SKIP LOCKED: concurrent drains each take the next receipt no
             # other holds, so none waits and none runs a receipt twice.
-            taken = receipts.next_received().first()
+            taken = receipts.next_received(clock.now()).first()
             if taken is None:
                 return None
-            _run_handlers(_read(receipts, taken))
-            return taken
+            receipt = _read(receipts, taken)
+            if not runs_steps(handlers_for(receipt.source, receipt.event_type)):
+                _run_handlers(receipt)
+                return taken
+            _take_for_steps(receipts, receipt)  # next_received() left it free
+        _run_steps(receipts, receipt)
+        return taken
     except Exception as exc:
         if taken is None:
             raise  # taking a receipt failed (the database), not a receipt
@@ -128,13 +146,7 @@ def _run_handlers(receipt) -> Outcome:
 
 def _handle(receipt) -> Outcome:
     handlers = handlers_for(receipt.source, receipt.event_type)
-    event = Event(
-        receipt=receipt,
-        source=receipt.source,
-        event_type=receipt.event_type,
-        delivery_id=receipt.delivery_id,
-        occurred_at=receipt.occurred_at,
-    )
+    event = _event(receipt)
     for handler in handlers:
         with units.running(event.unit):
             handler(event)
@@ -145,6 +157,84 @@ def _handle(receipt) -> Outcome:
     receipt.save(update_fields=["state", "attempts", "last_error", "processed_at"])
     signals.processed(receipt, using=receipt._state.db)
     return Outcome(receipt.state)
+
+
+def _take_for_steps(receipts, receipt) -> bool:
+    """Lease a locked receipt to this worker for its steps handlers, in the
+    caller's transaction; False while another worker's lease is live."""
+    now = clock.now()
+    if receipt.locked_until is not None and receipt.locked_until > now:
+        return False
+    receipt.locked_until = now + webhooks_settings.STEPS_LEASE
+    receipt.save(update_fields=["locked_until"])
+    return True
+
+
+def _run_steps(receipts, receipt, *, last_attempt=False) -> Outcome:
+    """Run steps handlers in no transaction, resuming at the first step with
+    no recovery point; then mark the receipt processed with the unit's end.
+
+    ``Abandon`` gives the unit up (its completed steps are undone, once
+    each) and finishes the receipt: a retry will not run it again.
+    """
+    unit = _event(receipt).unit
+    held = receipts.filter(pk=receipt.pk)
+
+    def renew(until):
+        held.update(locked_until=until)
+
+    handle = begin(
+        unit,
+        f"{receipt.source} {receipt.delivery_id}",
+        lease=webhooks_settings.STEPS_LEASE,
+        using=receipts.db,
+        renew=renew,
+    )
+    event = _event(receipt, steps=handle)
+    abandoned = ""
+    try:
+        with (
+            tracing.webhook(
+                "process",
+                receipt.source,
+                **{"messaging.message.id": receipt.delivery_id},
+            ),
+            units.running(unit),
+        ):
+            for handler in handlers_for(receipt.source, receipt.event_type):
+                handler(event)
+    except Abandon as abandon:
+        handle.give_up(abandon.reason)
+        abandoned = f"abandoned and compensated: {abandon.reason}"
+    except Exception as exc:
+        if last_attempt:
+            handle.give_up(f"its attempts ran out: {exc!r}")
+        raise
+    # The unit's end and the "processed" mark commit together.
+    with transaction.atomic(using=receipts.db):
+        if not abandoned:
+            handle.finish()
+        held.update(
+            state=State.PROCESSED,
+            attempts=F("attempts") + 1,
+            last_error=abandoned,
+            processed_at=clock.now(),
+            locked_until=None,
+        )
+        receipt.state = State.PROCESSED
+        signals.processed(receipt, using=receipts.db)
+    return Outcome.PROCESSED
+
+
+def _event(receipt, steps=None) -> Event:
+    return Event(
+        receipt=receipt,
+        source=receipt.source,
+        event_type=receipt.event_type,
+        delivery_id=receipt.delivery_id,
+        occurred_at=receipt.occurred_at,
+        steps=steps,
+    )
 
 
 def _fail(receipts, receipt_id, exc) -> NoReturn:

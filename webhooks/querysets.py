@@ -39,12 +39,13 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
             .values_list("pk", flat=True)
         )
 
-    def next_received(self):
+    def next_received(self, now):
         """The id of the oldest received receipt no other worker holds,
-        row-locked."""
+        row-locked (nor runs the steps of, under a live lease)."""
         return (
             self.select_for_update(skip_locked=True)
             .filter(state=self.model.State.RECEIVED)
+            .exclude(locked_until__gt=now)
             .order_by("received_at", "pk")
             .values_list("pk", flat=True)[:1]
         )
@@ -110,6 +111,8 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
                 state=self.model.State.FAILED,
                 attempts=models.F("attempts") + 1,
                 last_error=error,
+                # A steps run that failed lets its lease go: the retry resumes.
+                locked_until=None,
             )
         )
 

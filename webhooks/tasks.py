@@ -19,12 +19,19 @@ DRAIN_LIMIT = 500
     name="webhooks.process_receipt", bind=True, acks_late=True, max_retries=None
 )
 def process_receipt(self, receipt_id: int) -> str:
+    last = self.request.retries >= webhooks_settings.MAX_RETRIES
     try:
-        return processing.process(receipt_id)
+        outcome = processing.process(receipt_id, last_attempt=last)
     except processing.HandlerFailed as exc:
-        if self.request.retries >= webhooks_settings.MAX_RETRIES:
+        if last:
             raise
         raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
+    if outcome == processing.Outcome.LEASED:
+        # Its steps run elsewhere, or ran in a worker that died: look again
+        # once the lease has lapsed.
+        lease = webhooks_settings.STEPS_LEASE.total_seconds()
+        raise self.retry(countdown=lease, max_retries=None)
+    return outcome
 
 
 @shared_task(name="webhooks.drain", acks_late=True)

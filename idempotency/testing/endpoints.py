@@ -10,7 +10,7 @@ guarantee and showing the evidence when the view does not keep it.
 import json
 import uuid
 from collections.abc import Callable, Collection, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -34,6 +34,7 @@ from ..shared.testing.crashes import (
     require_committed_transactions,
     slowed,
 )
+from ..shared.testing.steps import each_once, growth, step_kills
 from ..shared.testing.threads import run_concurrently
 from . import guarantees as g
 
@@ -664,6 +665,55 @@ def check_derived_key(endpoint: Endpoint) -> None:
     elif after - died != delta:
         problems.append(f"the retry: {g.change(died, after, died + delta)}")
     problems.raise_if_any()
+
+
+def check_crash_after_each_step(endpoint: Endpoint) -> None:
+    """A steps-mode view dies right after each of its steps' recovery points
+    in turn; once its lease lapses the client retries: each effect must have
+    happened once (``effects()`` may return a dict of counts, one per outside
+    effect, to have each judged on its own). Skipped for a view that runs no
+    step."""
+    __tracebackhide__ = True
+    case = _Case(endpoint, "crash-after-step")
+    require_committed_transactions(case.name)
+    client = case.client()
+    before = case.effects()
+    with step_kills() as probe:
+        response = case.send(client, case.key("-baseline"))
+    case.require_success(response)
+    if not probe.steps:
+        pytest.skip("the view ran no step: it is not a steps-mode view")
+    delta = growth(before, case.effects())
+    problems = []
+    for number, name in enumerate(probe.steps, 1):
+        key = case.key()
+        payload = case.new_payload()
+        before = case.effects()
+        with step_kills(kill_after=number) as kills, suppress(SimulatedCrash):
+            case.send(client, key, payload)
+        if kills.killed is None:
+            continue  # this run took a shorter path
+        with controlled_clock() as clock:
+            record = _record(key)
+            if record is not None and record.locked_until is not None:
+                clock.advance_past(record.locked_until)
+            retry = case.send(client, key, payload)
+        if not _ran(retry):
+            problems.append(
+                f"killed right after step {name!r}, the retry did not complete: "
+                f"{g.answer(retry)}"
+            )
+            continue
+        problems += [
+            f"killed right after step {name!r}, then retried: {verdict}"
+            for verdict in each_once(before, case.effects(), delta)
+        ]
+    if problems:
+        raise g.broken(
+            g.CRASH_AFTER_STEP,
+            f"{endpoint.method.upper()} {endpoint.url}; its steps: {probe.describe()}",
+            *problems,
+        )
 
 
 def check_downstream_key_scoped(endpoint: Endpoint) -> None:

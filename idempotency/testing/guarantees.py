@@ -35,6 +35,10 @@ EXPIRED = (
 )
 OTHER_SCOPE = "a stored answer is never returned to another scope"
 DERIVED_KEY = "a step retried after a crash calls downstream with the same derived key"
+CRASH_AFTER_STEP = (
+    "a steps-mode view killed right after any of its steps runs each step's "
+    "effect once in the end: its retry resumes, repeating nothing"
+)
 FINGERPRINT = (
     "every payload field the view does not exclude on purpose is in the "
     "fingerprint: the same key with that field changed is refused with 422"

@@ -101,6 +101,11 @@ class EndpointSuite(Suite):
     def test_two_scopes_sending_one_key_call_downstream_with_different_keys(self):
         endpoints.check_downstream_key_scoped(self.endpoint())
 
+    def test_a_crash_after_each_step_runs_each_step_once(self):
+        """Steps-mode views only (``idempotency_mode = "steps"``); skipped
+        for a view that runs no step."""
+        endpoints.check_crash_after_each_step(self.endpoint())
+
 
 # Deprecated for one release: the suites of the other apps' kits. The one
 # arrow from this module up to them, imported only when the old name is used.

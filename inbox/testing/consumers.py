@@ -11,9 +11,11 @@ becomes durable (see ``crashes.commit_points``).
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from idempotency.shared.testing import guarantees as g
+from idempotency.shared.testing.clock import controlled_clock
 from idempotency.shared.testing.crashes import (
     AFTER,
     BEFORE,
@@ -27,10 +29,17 @@ from idempotency.shared.testing.messages import (
     call_with_task_kwargs,
     new_message,
 )
+from idempotency.shared.testing.steps import each_once, growth, step_kills
+
+from ..conf import inbox_settings
 
 REDELIVERED_MESSAGE = "a redelivered message is applied once"
 CRASH_BEFORE_ACK = (
     "a consumer that dies after its commit and before the ack applies the message once"
+)
+CRASH_AFTER_STEP = (
+    "a steps consumer killed right after any of its steps runs each step's "
+    "effect once in the end: its redelivery resumes, repeating nothing"
 )
 CRASH_ANYWHERE = (
     "a consumer that dies at any point applies the message exactly once in the "
@@ -126,6 +135,59 @@ def check_crash_anywhere(consumer: Consumer) -> None:
         )
 
 
+def runs_steps(consume) -> bool:
+    """Whether ``consume`` is a steps consumer (``@consumer(..., steps=True)``
+    or ``@consumer_task(..., steps=True)``)."""
+    return bool(getattr(getattr(consume, "run", consume), "steps", False))
+
+
+def check_crash_after_each_step(consumer: Consumer) -> None:
+    """A steps consumer dies right after each of its steps' recovery points
+    in turn; once its lease lapses the broker redelivers the message: each
+    effect must have happened once (``effects()`` may return a dict of
+    counts, one per outside effect, to have each judged on its own)."""
+    __tracebackhide__ = True
+    case = "crash after each step"
+    require_committed_transactions(case)
+    message = consumer.message()
+    before = g.measure(consumer.effects)
+    with step_kills() as probe:
+        consumer.hand(message)
+    after = g.measure(consumer.effects)
+    _require_an_effect(consumer, before, after)
+    if not probe.steps:
+        raise g.CannotCheck(
+            case,
+            "the consumer ran no step: is it a steps consumer whose outside "
+            "calls go through delivery.step()?",
+        )
+    delta = growth(before, after)
+    problems = []
+    for number, name in enumerate(probe.steps, 1):
+        message = consumer.message()
+        before = g.measure(consumer.effects)
+        with controlled_clock() as clock:
+            with step_kills(kill_after=number) as kills, suppress(SimulatedCrash):
+                consumer.hand(message)
+            if kills.killed is None:
+                continue  # this run took a shorter path
+            # A dead worker's lease lapses before its message comes back.
+            clock.advance(_steps_lease())
+            consumer.hand(message)
+        problems += [
+            f"killed right after step {name!r}, then redelivered: {verdict}"
+            for verdict in each_once(before, g.measure(consumer.effects), delta)
+        ]
+    if problems:
+        raise g.broken(
+            CRASH_AFTER_STEP, f"the consumer's steps: {probe.describe()}", *problems
+        )
+
+
+def _steps_lease() -> timedelta:
+    return inbox_settings.STEPS_LEASE + timedelta(seconds=1)
+
+
 # Every case of a consumer, for ``pytest.mark.parametrize("check", ...)``.
 CONSUMER_CHECKS = (check_redelivery, check_crash_before_ack, check_crash_anywhere)
 
@@ -146,12 +208,18 @@ def _crash_and_redeliver(consumer, number, when, delta) -> str | None:
     """Die at one point, redeliver; describe what went wrong, if anything."""
     message = consumer.message()
     before = g.measure(consumer.effects)
-    with commit_points(crash_at=number, when=when) as points, suppress(SimulatedCrash):
-        consumer.hand(message)
-    if points.crashed is None:
-        # This run took a shorter path; the point does not exist here.
-        return None
-    consumer.hand(message)  # the broker redelivers the unacked message
+    with controlled_clock() as clock:
+        with (
+            commit_points(crash_at=number, when=when) as points,
+            suppress(SimulatedCrash),
+        ):
+            consumer.hand(message)
+        if points.crashed is None:
+            # This run took a shorter path; the point does not exist here.
+            return None
+        if runs_steps(consumer.consume):
+            clock.advance(_steps_lease())  # a dead worker's lease lapses
+        consumer.hand(message)  # the broker redelivers the unacked message
     verdict = g.once_verdict(before, g.measure(consumer.effects), delta)
     return verdict and f"died {points.crashed}, then redelivered: {verdict}"
 
@@ -174,6 +242,7 @@ def _name(consume) -> str:
 
 __all__ = [
     "CONSUMER_CHECKS",
+    "CRASH_AFTER_STEP",
     "CRASH_ANYWHERE",
     "CRASH_BEFORE_ACK",
     "MESSAGE_ID_HEADER",
@@ -181,8 +250,10 @@ __all__ = [
     "Consumer",
     "Message",
     "call_with_task_kwargs",
+    "check_crash_after_each_step",
     "check_crash_anywhere",
     "check_crash_before_ack",
     "check_redelivery",
     "new_message",
+    "runs_steps",
 ]

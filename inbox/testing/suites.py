@@ -4,6 +4,8 @@ per case (see ``idempotency.testing.suites`` for how the suites run)."""
 
 from typing import Any
 
+import pytest
+
 from idempotency.shared.testing.suites import Suite
 
 from . import consumers
@@ -38,6 +40,12 @@ class ConsumerSuite(Suite):
 
     def test_a_crash_at_any_point_applies_exactly_once(self):
         consumers.check_crash_anywhere(self.consumer_under_test())
+
+    def test_a_crash_after_each_step_runs_each_step_once(self):
+        consumer = self.consumer_under_test()
+        if not consumers.runs_steps(consumer.consume):
+            pytest.skip("not a steps consumer (@consumer(..., steps=True))")
+        consumers.check_crash_after_each_step(consumer)
 
 
 __all__ = ["ConsumerSuite"]

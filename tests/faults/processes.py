@@ -87,11 +87,16 @@ def kill_group(process, timeout=10.0):
 
 @contextmanager
 def gunicorn(
-    workers=1, timeout=30, settings="tests.faults.settings", stderr=None, **env
+    workers=1,
+    timeout=30,
+    settings="tests.faults.settings",
+    stderr=None,
+    env=None,
+    **more_env,
 ):
     """Serve ``settings`` (a module based on tests.faults.settings) on a free
     port; yield its base URL. ``stderr``: a file for what the server prints;
-    ``env`` adds to its environment."""
+    ``env`` (a dict) and ``more_env`` add to the server's environment."""
     port = free_port()
     process = subprocess.Popen(
         [
@@ -111,7 +116,7 @@ def gunicorn(
             "warning",
         ],
         cwd=ROOT,
-        env=child_env(settings, **env),
+        env=child_env(settings, **(env or {}), **more_env),
         stderr=stderr,
     )
     try:

@@ -1,5 +1,6 @@
-"""A consumer that raises, for the worker tests (see ``tests.inbox.worker``)."""
+"""Consumers that raise, for the worker tests (see ``tests.inbox.worker``)."""
 
+import functools
 import os
 
 from inbox.api import consumer_task
@@ -20,3 +21,23 @@ def flaky(*, payload, headers):
     ):
         raise RuntimeError(f"flaky run {run}")
     Widget.objects.create(name=headers["once-message-id"])
+
+
+@consumer_task("inbox-tests.flaky-steps", name="inbox_tests.flaky_steps", steps=True)
+def flaky_steps(delivery, *, payload, headers):
+    """Book a widget in a step whose undo unbooks it, then raise while the
+    file ``payload["fail_while"]`` exists: its attempts run out."""
+    delivery.step("book", functools.partial(book, payload["runs"]), undo=unbook)
+    if os.path.exists(payload["fail_while"]):
+        raise RuntimeError("flaky steps")
+
+
+def book(runs, key):
+    with open(runs, "a") as log:
+        log.write("book\n")
+    return {"runs": runs}
+
+
+def unbook(key, booked):
+    with open(booked["runs"], "a") as log:
+        log.write("unbook\n")

@@ -67,6 +67,14 @@ def test_purge_keeps_dead_messages_whatever_their_age():
     assert InboxMessage.objects.dead().count() == 1
 
 
+def test_purge_keeps_running_steps_deliveries_whatever_their_age():
+    message("old", age=timedelta(days=31))
+    InboxMessage.objects.filter(message_id="old").update(state="running")
+
+    assert retention.purge(only=["inbox"]) == {"inbox": 0}
+    assert InboxMessage.objects.running().count() == 1
+
+
 def test_dead_messages_are_counted_listed_and_replay_needs_its_permission(
     client, make_user
 ):

@@ -6,6 +6,7 @@ import uuid
 import pytest
 import redis
 
+from idempotency.shared.steps.models import UnitRecord
 from inbox import ops
 from inbox.models import InboxMessage
 from tests.celery import app
@@ -87,3 +88,32 @@ def test_a_consumer_that_keeps_raising_ends_dead_in_the_inbox(worker, tmp_path):
     wait_until(lambda: Widget.objects.exists(), "replay not applied", worker=worker)
     row.refresh_from_db()
     assert (row.state, row.duplicates, runs(log)) == ("applied", 0, 4)
+
+
+def test_a_steps_consumer_whose_attempts_run_out_compensates_once_and_is_dead(
+    worker, tmp_path
+):
+    log, failing = tmp_path / "runs", tmp_path / "failing"
+    failing.touch()
+    send_task(
+        "inbox_tests.flaky_steps",
+        queue=worker.queue,
+        kwargs={
+            "payload": {"runs": str(log), "fail_while": str(failing)},
+            "headers": {"once-message-id": "m-3"},
+        },
+        broker_url=REDIS_URL,
+    )
+
+    wait_until(
+        lambda: InboxMessage.objects.dead().exists(), "never dead", worker=worker
+    )
+
+    # Booked once (the retries resumed past the step), unbooked once when
+    # the last attempt gave up.
+    assert log.read_text().splitlines() == ["book", "unbook"]
+    row = InboxMessage.objects.get()
+    assert (row.state, row.attempts) == ("dead", 3)
+    unit = UnitRecord.objects.get()
+    assert unit.state == UnitRecord.State.COMPENSATED
+    assert "attempts ran out" in unit.reason

@@ -49,3 +49,23 @@ class Stock(models.Model):
 
     def __str__(self):
         return f"{self.sku}: {self.on_hand} on hand, {self.reserved} reserved"
+
+
+class Payment(models.Model):
+    """A captured payment (``payments.py``): written once per keyed request,
+    in the same step as its ``payment.captured`` event."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    amount = models.PositiveIntegerField()
+    email = models.EmailField()
+    # The provider's id of the charge.
+    charge = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self):
+        return f"Payment {self.pk}: {self.amount} ({self.charge})"

@@ -3,7 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter, SimpleRouter
 
-from . import orders, steps_views, views
+from . import orders, payments, steps_views, views
 
 api = DefaultRouter()
 api.register("orders", orders.OrderViewSet, basename="order")
@@ -29,6 +29,7 @@ urlpatterns = [
     path("t/", include(router.urls)),
     path("t/charge/", views.ChargeView.as_view()),
     path("t/payment/", steps_views.PaymentView.as_view()),
+    path("t/payments/", payments.PaymentView.as_view()),
     path("t/upload/", views.UploadView.as_view()),
     path("t/cookie/", views.CookieSettingView.as_view()),
     path("t/method/", views.DecoratedMethodView.as_view()),

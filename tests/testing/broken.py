@@ -11,7 +11,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency.mixins import IdempotencyMixin
-from inbox.api import receive
+from inbox.api import consumer, receive
+from tests.testapp import services
 from tests.testapp.downstream import provider
 from tests.testapp.models import Order, Widget
 from webhooks.handlers import on
@@ -51,6 +52,22 @@ class CheckThenActView(APIView):
             return answer
         widget = Widget.objects.create(name=key)
         return Response({"id": widget.pk, "name": key}, status=201)
+
+
+class MailsOutsideStepsView(IdempotencyMixin, APIView):
+    """Steps mode, but the mail goes out between two steps, not in one: when
+    a crash comes after the later step, the retry resumes past the steps and
+    mails again."""
+
+    idempotency_mode = "steps"
+    idempotency_operation = "broken.mails-outside-steps"
+
+    def post(self, request):
+        unit = request.idempotency
+        charge = unit.step("charge", lambda key: services.charge(key, 500))
+        services.send_mail("buyer@example.com", "Your receipt")
+        unit.step("note", lambda key: charge["id"])
+        return Response({"charge": charge["id"]}, status=201)
 
 
 def notify(widget):
@@ -155,6 +172,15 @@ def applies_after_receive(*, payload, headers, **kwargs):
 def without_inbox(*, payload, **kwargs):
     """No inbox at all."""
     Widget.objects.create(name=payload["name"])
+
+
+@consumer("broken.mails-outside-steps", steps=True)
+def mails_outside_steps(delivery, *, payload, **kwargs):
+    """Books with a step, then mails outside any: when a crash comes after a
+    later step, the redelivery resumes past the steps and mails again."""
+    booking = delivery.step("ship", lambda key: services.book_shipment(key, 1))
+    services.send_mail(payload["email"], "Your receipt")
+    delivery.step("note", lambda key: booking["id"])
 
 
 # Webhook handlers; tests register them on their own source.

@@ -32,9 +32,12 @@ def handler_registry():
     """Let tests register handlers without leaking them into other tests."""
     handlers.handlers_for("", "")  # discover the apps' handlers once, up front
     saved = {key: list(value) for key, value in handlers._registry.items()}
+    steps_handlers = set(handlers._steps_handlers)
     yield handlers
     handlers._registry.clear()
     handlers._registry.update(saved)
+    handlers._steps_handlers.clear()
+    handlers._steps_handlers.update(steps_handlers)
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,78 @@
+"""Kill a unit of work right after one of its steps, as a process dies.
+
+``step_kills(kill_after=n)`` listens to ``step_done``, which is sent once a
+step's recovery point has committed, and raises ``SimulatedCrash`` (a
+``BaseException``: no ``except Exception`` in the unit or the library
+catches it) after the n-th step of the unit: nothing after it runs, the
+unit's lease stays taken, its owner never marks it finished. Without
+``kill_after`` it only lists the steps the unit ran.
+
+``each_once()`` judges the effects afterwards: each counted effect (a number,
+or a dict of numbers, one per outside effect) must have grown exactly as
+much as a clean run made it grow.
+"""
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from idempotency.shared.signals import step_done
+
+from .crashes import SimulatedCrash
+from .guarantees import once_verdict
+
+
+@dataclass
+class StepKills:
+    """The steps seen so far, and the one the unit was killed after, if any."""
+
+    kill_after: int | None = None
+    steps: list[str] = field(default_factory=list)
+    killed: str | None = None
+
+    def describe(self) -> str:
+        return ", ".join(self.steps) or "none"
+
+
+@contextmanager
+def step_kills(kill_after: int | None = None) -> Iterator[StepKills]:
+    tracker = StepKills(kill_after)
+
+    def on_step(sender, *, step, undo=False, **kwargs):
+        if undo:
+            return  # a compensation's own step: not the unit's work
+        tracker.steps.append(step)
+        if len(tracker.steps) == tracker.kill_after:
+            tracker.killed = step
+            raise SimulatedCrash(f"killed right after step {step!r}")
+
+    uid = f"once-step-kills-{uuid.uuid4().hex}"
+    step_done.connect(on_step, weak=False, dispatch_uid=uid)
+    try:
+        yield tracker
+    finally:
+        step_done.disconnect(dispatch_uid=uid)
+
+
+def each_once(before, after, delta) -> list[str]:
+    """What went wrong with each effect that had to grow by ``delta`` (a
+    number, or a dict of numbers by effect); empty when nothing did."""
+    if not isinstance(delta, dict):
+        verdict = once_verdict(before, after, delta)
+        return [verdict] if verdict else []
+    return [
+        f"{name}: {verdict}"
+        for name in delta
+        if (verdict := once_verdict(before[name], after[name], delta[name]))
+    ]
+
+
+def growth(before, after):
+    """How much the effects grew: a number, or a dict by effect."""
+    if isinstance(after, dict):
+        return {name: after[name] - before.get(name, 0) for name in after}
+    return after - before
+
+
+__all__ = ["StepKills", "each_once", "growth", "step_kills"]

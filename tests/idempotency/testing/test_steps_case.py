@@ -1,0 +1,69 @@
+"""The proof kit's steps case for keyed endpoints: a steps-mode view killed
+right after each of its steps, then retried, makes each effect once; one that
+mails outside ``request.idempotency.step()`` is caught."""
+
+import pytest
+
+from idempotency.testing import endpoints
+from idempotency.testing.endpoints import Endpoint
+from tests.fakes import URL_VARIABLE, fake_services
+from tests.testapp.models import Payment
+from tests.testing.helpers import broken_message, widget_count
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.urls("tests.testing.urls"),
+]
+
+
+@pytest.fixture(autouse=True)
+def fakes(monkeypatch):
+    with fake_services() as running:
+        monkeypatch.setenv(URL_VARIABLE, running.url)
+        yield running
+
+
+def payment():
+    return {"amount": 500, "email": "buyer@example.com"}
+
+
+def test_the_case_holds_for_the_payment_view(fakes):
+    def effects():
+        return {
+            "charge": fakes.effects.count("charge"),
+            "payment": Payment.objects.count(),
+        }
+
+    endpoints.check_crash_after_each_step(
+        Endpoint(url="/t/payments/", payload=payment, effects=effects)
+    )
+
+
+def test_the_case_catches_a_view_that_mails_outside_its_steps(fakes):
+    def effects():
+        return {name: fakes.effects.count(name) for name in ("charge", "mail")}
+
+    endpoint = Endpoint(
+        url="/broken/mails-outside-steps/", payload=payment, effects=effects
+    )
+    endpoints.check_lost_response(endpoint)  # a plain retry looks fine
+
+    message = broken_message(endpoints.check_crash_after_each_step, endpoint)
+
+    assert message.startswith(
+        "Guarantee broken: a steps-mode view killed right after any of its steps "
+        "runs each step's effect once in the end"
+    )
+    assert "its steps: charge, note" in message
+    assert (
+        "killed right after step 'note', then retried: mail: the effect was "
+        "applied twice" in message
+    )
+    assert "charge:" not in message  # the provider's step held
+
+
+def test_the_case_is_skipped_for_a_view_without_steps():
+    with pytest.raises(pytest.skip.Exception, match="ran no step"):
+        endpoints.check_crash_after_each_step(
+            Endpoint(url="/t/widgets/", payload={"name": "w"}, effects=widget_count)
+        )

@@ -1,0 +1,163 @@
+"""The inbox's steps consumer: its claim commits first with a lease, a
+redelivery resumes at the first unfinished step, and giving up compensates."""
+
+import threading
+from contextlib import suppress
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+
+from idempotency.shared import clock as shared_clock
+from idempotency.shared.steps import Abandon, StepInTransaction
+from idempotency.shared.steps.models import UnitRecord
+from idempotency.shared.testing.clock import controlled_clock
+from idempotency.shared.testing.crashes import SimulatedCrash
+from idempotency.shared.testing.steps import step_kills
+from inbox.api import receive, receive_steps
+from inbox.conf import inbox_settings
+from inbox.exceptions import DeliveryBusy, StepsNotClaimed
+from inbox.models import InboxMessage
+from inbox.querysets import BUSY
+from tests.conftest import run_concurrently
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+calls: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _calls():
+    calls.clear()
+
+
+def called(name):
+    def fn(key):
+        calls.append(name)
+        return {"step": name, "key": key}
+
+    return fn
+
+
+def undo_step(key, result):
+    calls.append(f"undo {result['step']}")
+
+
+def consume(message_id, *, abandon=False, fail=False, last_attempt=False):
+    with receive_steps("shipping", message_id, last_attempt=last_attempt) as d:
+        if d.duplicate:
+            return "duplicate"
+        d.step("book", called("book"), undo=undo_step)
+        d.step("label", called("label"), undo=undo_step)
+        if abandon:
+            raise Abandon("the order was cancelled")
+        if fail:
+            raise RuntimeError("the mailer is down")
+        d.step("mail", called("mail"))
+        return "applied"
+
+
+def row(message_id="m1"):
+    return InboxMessage.objects.get(subscriber="shipping", message_id=message_id)
+
+
+def test_the_claim_commits_before_the_first_step_runs():
+    seen = []
+
+    def look(key):
+        # Another connection, as another worker would see it.
+        thread = threading.Thread(
+            target=lambda: seen.append(
+                InboxMessage.objects.filter(state="running").count()
+            )
+        )
+        thread.start()
+        thread.join()
+        return None
+
+    with receive_steps("shipping", "m1") as delivery:
+        delivery.step("look", look)
+
+    assert seen == [1]
+    assert row().state == InboxMessage.State.APPLIED
+    assert UnitRecord.objects.get().state == UnitRecord.State.DONE
+
+
+def test_a_redelivery_after_a_crash_resumes_at_the_first_unfinished_step():
+    with step_kills(kill_after=1), suppress(SimulatedCrash):
+        consume("m1")
+    assert calls == ["book"]
+    assert row().state == InboxMessage.State.RUNNING
+
+    with controlled_clock() as clock:
+        clock.advance(inbox_settings.STEPS_LEASE + timedelta(seconds=1))
+        assert consume("m1") == "applied"
+
+    assert calls == ["book", "label", "mail"]  # book ran once
+    assert consume("m1") == "duplicate"
+    assert row().duplicates == 1
+
+
+def test_a_redelivery_under_a_live_lease_is_busy_not_dropped():
+    with step_kills(kill_after=1), suppress(SimulatedCrash):
+        consume("m1")
+
+    with pytest.raises(DeliveryBusy):
+        consume("m1")
+    assert row().duplicates == 0
+    assert calls == ["book"]
+
+
+def test_a_failed_run_lets_its_lease_go_and_its_retry_resumes():
+    with pytest.raises(RuntimeError):
+        consume("m1", fail=True)
+    assert consume("m1") == "applied"
+    assert calls == ["book", "label", "mail"]
+
+
+def test_racing_claims_of_a_lapsed_lease_let_one_worker_take_it():
+    with step_kills(kill_after=1), suppress(SimulatedCrash):
+        consume("m1")
+    later = shared_clock.now() + inbox_settings.STEPS_LEASE + timedelta(seconds=1)
+    lease = inbox_settings.STEPS_LEASE
+
+    def claim(index):
+        return InboxMessage.objects.claim_running(
+            "shipping", "m1", later, lease, using="default"
+        )
+
+    outcomes = run_concurrently(4, claim)
+
+    assert sorted(outcomes) == [BUSY, BUSY, BUSY, "running"]
+
+
+def test_abandon_compensates_in_reverse_once_and_applies_the_delivery():
+    assert consume("m1", abandon=True) is None
+    assert calls == ["book", "label", "undo label", "undo book"]
+    assert row().state == InboxMessage.State.APPLIED
+    assert UnitRecord.objects.get().state == UnitRecord.State.COMPENSATED
+
+    assert consume("m1", abandon=True) == "duplicate"
+    assert calls == ["book", "label", "undo label", "undo book"]
+
+
+def test_the_last_attempt_that_fails_gives_the_unit_up():
+    with pytest.raises(RuntimeError):
+        consume("m1", fail=True, last_attempt=True)
+
+    assert calls == ["book", "label", "undo label", "undo book"]
+    unit = UnitRecord.objects.get()
+    assert unit.state == UnitRecord.State.COMPENSATED
+    assert "attempts ran out" in unit.reason
+
+
+def test_a_step_of_a_delivery_claimed_in_one_transaction_is_refused():
+    with receive("shipping", "m1") as delivery, pytest.raises(StepsNotClaimed):
+        delivery.step("book", called("book"))
+    assert calls == []
+
+
+def test_steps_are_refused_inside_an_open_transaction():
+    with transaction.atomic(), pytest.raises(StepInTransaction):
+        consume("m1")
+    assert not InboxMessage.objects.exists()
