@@ -9,17 +9,20 @@ demo-shaped comparison: the demo's order view (order, outbox row, relay
 kick) with and without the mixin.
 """
 
+import cProfile
 import os
+import pstats
 import time
 import uuid
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import MD5PasswordHasher
 from django.db import connection
+from django.db.backends.base import base as database_base
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from idempotency import claims
+from idempotency import claims, fingerprint, querysets, rendering, responses
 from idempotency.models import IdempotencyRecord
 from idempotency.querysets import IdempotencyRecordQuerySet
 
@@ -95,6 +98,7 @@ def run() -> str:
                 sender(None)
         local = _rounds(kinds, extra, ROUNDS, PER_ROUND)
     counted = {auth: _counted(*pair) for auth, pair in kinds.items()}
+    profile = _profile(kinds[CACHED][0][KEYED])
     demo = _demo(send)
     statements = _statements(send)
     served, throughput = _under_gunicorn(user)
@@ -118,6 +122,10 @@ def run() -> str:
         "bench's cached user (`bench.cached_auth`: no query) and the session "
         "(two queries a request), which hides the keys' cost in the ratios.\n\n"
         + _in_process_tables(local, counted)
+        + "\n\nWhere an atomic first request's time goes (cached user, "
+        f"{PROFILED} requests under cProfile, which slows the Python part): "
+        "time inside each step, per request:\n\n"
+        + profile
         + f"\n\nUnder gunicorn ({WORKERS} sync workers) on loopback, the cached "
         "user's header. Latency: "
         f"{SERVER_ROUNDS} interleaved sequential rounds of {SERVER_PER_ROUND}, "
@@ -230,6 +238,42 @@ def _rounds(kinds, extra, rounds, per_round):
             for auth, (_firsts, replay) in kinds.items():
                 samples[auth].setdefault(REPLAY, []).append(replay(key))
     return samples
+
+
+PROFILED = 500
+# (module, function, what it is): the steps of an atomic first request.
+PROFILE_STEPS = (
+    (claims, "execute", "the keys' whole part (the view included)"),
+    (claims, "_replay_at_one_read", "the replay read: one SELECT, finding nothing"),
+    (querysets, "claim", "BEGIN and the claim's INSERT"),
+    (database_base, "_savepoint", "SAVEPOINT before the view"),
+    (rendering, "produce", "the view: validate, INSERT the order, render"),
+    (querysets, "complete", "the completion UPDATE"),
+    (database_base, "_savepoint_commit", "RELEASE after the view"),
+    (database_base, "commit", "COMMIT"),
+    (fingerprint, "compute", "the request's fingerprint"),
+    (responses, "keep", "what is kept of the answer"),
+)
+
+
+def _profile(send) -> str:
+    """Milliseconds per request in each step of ``send``'s atomic first requests."""
+    profiler = cProfile.Profile()
+    profiler.runcall(lambda: [send(_key()) for _ in range(PROFILED)])
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    rows = []
+    for module, name, what in PROFILE_STEPS:
+        seconds = sum(
+            cumulative
+            for (filename, _line, function), (_c, _n, _t, cumulative, _callers) in (
+                stats.items()
+            )
+            if function == name and filename == module.__file__
+        )
+        rows.append(
+            (what, f"`{module.__name__}.{name}`", f"{seconds * 1e3 / PROFILED:.3f}")
+        )
+    return table(("step", "function", "ms per request"), rows)
 
 
 def _counted(firsts, replay):
