@@ -223,19 +223,24 @@ def _without_replay_read(send, key):
 
 def _rounds(kinds, extra, rounds, per_round):
     """Samples (ns) by authentication and kind, and of the ``extra`` senders:
-    for each key of a round every first request in turn, then its replays."""
+    each kind of first request in turn, ``per_round`` times, then a replay
+    of each authentication's atomic keys. Every keyed request has a key of
+    its own: with one user, two kinds sharing a key would make one a replay."""
     samples: dict[str, dict[str, list[int]]] = {auth: {} for auth in kinds}
     samples[""] = {name: [] for name in extra}
     for _ in range(rounds):
-        keys = [_key() for _ in range(per_round)]
-        for key in keys:
+        replayed: dict[str, list[str]] = {auth: [] for auth in kinds}
+        for _ in range(per_round):
             for auth, (firsts, _replay) in kinds.items():
                 for name, sender in firsts.items():
+                    key = _key()
+                    if name == KEYED:
+                        replayed[auth].append(key)
                     samples[auth].setdefault(name, []).append(sender(key))
             for name, sender in extra.items():
-                samples[""][name].append(sender(key))
-        for key in keys:
-            for auth, (_firsts, replay) in kinds.items():
+                samples[""][name].append(sender(None))
+        for auth, (_firsts, replay) in kinds.items():
+            for key in replayed[auth]:
                 samples[auth].setdefault(REPLAY, []).append(replay(key))
     return samples
 
