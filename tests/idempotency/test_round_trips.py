@@ -132,13 +132,23 @@ def test_a_lease_replay_is_one_statement(send):
     assert send("/leased/", key=key) == [AUTH, CLAIM]
 
 
-def test_a_replay_of_a_failed_key_takes_the_claim_path(send):
-    key = str(uuid.uuid4())
-    send("/keyed/", key=key)
+def _failed(key, clock):
     IdempotencyRecord.objects.filter(key=key).update(state="failed")
 
-    # Only a live completed record is answered from the read: a failed one is
-    # taken over under the claim's lock, and the view runs again.
+
+def _expired(key, clock):
+    clock.advance(days=2)
+
+
+@pytest.mark.parametrize("spoil", [_failed, _expired], ids=["failed", "expired"])
+def test_a_key_not_live_and_completed_takes_the_claim_path(send, clock, spoil):
+    key = str(uuid.uuid4())
+    send("/keyed/", key=key)
+    spoil(key, clock)
+
+    # Only a live completed record is answered from the read: a failed or
+    # expired one is taken over under the claim's lock, in its transaction,
+    # and the view runs again.
     assert send("/keyed/", key=key) == [
         AUTH,
         READ,
