@@ -53,8 +53,9 @@ format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# make bench PARTS="idempotency relay": those parts only (python -m bench --help).
 bench: install
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(PARTS)
 
 # docs/settings.md from the apps' option tables (tests/test_docs.py checks it),
 # then the site.

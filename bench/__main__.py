@@ -1,27 +1,39 @@
-"""Run every benchmark in one process and write docs/benchmarks.md."""
+"""Run the benchmarks and write their sections of docs/benchmarks.md.
 
+``python -m bench`` runs every part; ``python -m bench idempotency relay``
+runs those parts only and rewrites their sections, keeping the others from
+earlier runs (``make bench PARTS="idempotency relay"``).
+"""
+
+import argparse
 import importlib
 import os
-import sys
+import re
 import time
 from pathlib import Path
 
-# Each module exposes run() -> str: a Markdown section with its figures.
-MODULES = [
-    "bench.idempotency",
-    "bench.relay",
-    "bench.inbox",
-    "bench.webhooks",
-    "bench.steps",
-    "bench.retention",
-    "bench.dashboard",
-    "bench.load",
+# Each part's module exposes run() -> str: a Markdown section with its figures.
+PARTS = [
+    "idempotency",
+    "relay",
+    "inbox",
+    "webhooks",
+    "steps",
+    "retention",
+    "dashboard",
+    "load",
 ]
+PAGE = Path("docs/benchmarks.md")
+# Each section follows its marker, so one part's run can replace it alone.
+MARKER = "<!-- bench.{} -->"
+MARKERS = re.compile(r"^<!-- bench\.(\w+) -->$", re.MULTILINE)
 
 HEADER = """# Benchmarks
 
 Written by `make bench`; every ratio compares figures measured side by side in
-the same run. Re-run it to refresh this file. Machine: {machine}.
+the same run, and each section ends with when its part ran and how long it
+took. Re-run it to refresh this file (`python -m bench --help`: one part at
+a time). Machine: {machine}.
 """
 
 
@@ -36,28 +48,48 @@ def machine() -> str:
         postgres = cursor.fetchone()[0].split()[0]
     return (
         f"{os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"Django {django.get_version()}, PostgreSQL {postgres}, "
-        f"run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+        f"Django {django.get_version()}, PostgreSQL {postgres}"
     )
 
 
-def main(argv):
+def sections_of(page: str) -> dict[str, str]:
+    """The page's sections by part, in page order."""
+    pieces = MARKERS.split(page)
+    return {pieces[n]: pieces[n + 1].strip() + "\n" for n in range(1, len(pieces), 2)}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument(
+        "parts",
+        nargs="*",
+        metavar="part",
+        help=f"parts to run, of: {', '.join(PARTS)} (default: all)",
+    )
+    chosen = parser.parse_args(argv).parts or PARTS
+    unknown = sorted(set(chosen) - set(PARTS))
+    if unknown:
+        parser.error(f"no part {', '.join(unknown)}; choose of {', '.join(PARTS)}")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
     import django
 
     django.setup()
-    chosen = argv or MODULES
-    sections = []
-    for name in chosen:
-        module = importlib.import_module(name if "." in name else f"bench.{name}")
-        section = module.run()
-        print(section, flush=True)
-        sections.append(section)
-    if not argv:
-        header = HEADER.format(machine=machine())
-        Path("docs/benchmarks.md").write_text(header + "\n" + "\n".join(sections))
-        print("wrote docs/benchmarks.md")
+    sections = sections_of(PAGE.read_text()) if PAGE.exists() else {}
+    started = time.monotonic()
+    for part in chosen:
+        began = time.monotonic()
+        section = importlib.import_module(f"bench.{part}").run().strip()
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        seconds = time.monotonic() - began
+        sections[part] = f"{section}\n\n*(bench.{part}: {when}, {seconds:.0f} s)*\n"
+        print(sections[part], flush=True)
+    header = HEADER.format(machine=machine())
+    body = "\n".join(
+        f"{MARKER.format(part)}\n{sections[part]}" for part in PARTS if part in sections
+    )
+    PAGE.write_text(header + "\n" + body)
+    print(f"wrote {PAGE}: {', '.join(chosen)} in {time.monotonic() - started:.0f} s")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -10,11 +10,21 @@ from django.urls import include, path
 from rest_framework import mixins, status, viewsets
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
+from rest_framework.settings import api_settings
 
 from idempotency.mixins import IdempotencyMixin
 from project.shop import orders
 from project.shop.models import Order
 from project.shop.serializers import OrderSerializer
+
+from .cached_auth import CachedUserAuthentication
+
+# The bare trio and the floor: the bench's query-free authentication first,
+# then the project's (Basic, session), so a client picks its kind by header.
+AUTHENTICATION = [
+    CachedUserAuthentication,
+    *api_settings.DEFAULT_AUTHENTICATION_CLASSES,
+]
 
 
 class BaselineOrderViewSet(mixins.CreateModelMixin, viewsets.GenericViewSet):
@@ -31,6 +41,7 @@ class BareOrderViewSet(mixins.CreateModelMixin, viewsets.GenericViewSet):
     """A DRF create view writing one row: no outbox, no relay kick."""
 
     serializer_class = OrderSerializer
+    authentication_classes = AUTHENTICATION
 
     def perform_create(self, serializer):
         serializer.save(owner=self.request.user)
@@ -48,6 +59,8 @@ class LeasedOrderViewSet(KeyedOrderViewSet):
 class FloorViewSet(viewsets.GenericViewSet):
     """What no keyed request can skip: DRF's authentication, permission and
     content negotiation, then a constant answer. A replay's lower bound."""
+
+    authentication_classes = AUTHENTICATION
 
     def create(self, request):
         return Response({"id": 0}, status=status.HTTP_201_CREATED)

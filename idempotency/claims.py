@@ -220,7 +220,11 @@ def execute(request, policy: Policy, produce: Callable):
             produce = stepping.abandoning(produce, request)
         store = _storing(produce, responses.SessionWatch(request))
         if policy.mode == ATOMIC:
-            response = _run_atomic(claim, store)
+            response = _replay_at_one_read(claim)
+            if response is not None:
+                signals.replayed(claim, ATOMIC, response)
+            else:
+                response = _run_atomic(claim, store)
         else:
             response = _run_lease(claim, store, steps=policy.mode == STEPS)
         replayed = response.has_header(responses.REPLAYED_HEADER)
@@ -323,6 +327,24 @@ def _storing(produce, watch):
 
 def _wait_ms() -> int:
     return max(1, math.ceil(_wait().total_seconds() * 1000))
+
+
+def _replay_at_one_read(claim):
+    """Answer a replay of a live completed record from one unlocked read.
+
+    Such a record never changes until it expires, so it needs no transaction
+    and no lock: atomic mode then skips its BEGIN and COMMIT (lease mode's
+    claim already reads it in one statement, in autocommit). None: anything
+    else (no record, pending, failed, expired), which takes the claim path.
+    The key's scope is in the read's WHERE; ``_decide`` refuses another
+    request hash and ``responses.replay`` another session.
+    """
+    records = _records()
+    record = records.read_key(claim.scope, claim.operation, claim.key)
+    now = clock.now()
+    if record is None or not _is_final(record, now):
+        return None
+    return _decide(claim, records, record, now, locked_until=None)
 
 
 def _run_atomic(claim, store):

@@ -280,6 +280,16 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
             cursor.execute(statements.complete, params)
             return cursor.rowcount == 1
 
+    def read_key(self, scope, operation, key) -> KeyRow | None:
+        """The record of a key as last committed (None if absent), unlocked:
+        one indexed SELECT, in no transaction of its own."""
+        connection = connections[self.db]
+        statements, converters = _prepare(self.model, connection)
+        with connection.cursor() as cursor:
+            cursor.execute(statements.read, [scope, operation, key])
+            row = cursor.fetchone()
+        return row and _key_row(connection, converters, row)
+
     def lock_key(self, scope, operation, key, *, lock_timeout_ms) -> KeyRow | None:
         """Lock the record of a key (None if gone), waiting at most the timeout."""
         connection = connections[self.db]

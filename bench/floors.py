@@ -1,0 +1,135 @@
+"""The physical floor of a keyed request: its own statements, sent by psycopg.
+
+No Django, no DRF: one connection with client-side binding (as Django's
+psycopg backend uses by default) sends what a keyed create must make the
+database do, so the keys' cost can be set against what the database itself
+charges for the same bookkeeping:
+
+* the bare create: the order INSERT, in autocommit;
+* atomic: BEGIN, key INSERT, order INSERT, key UPDATE (its answer), COMMIT;
+* lease: the key INSERT in autocommit, then BEGIN, order INSERT, key UPDATE,
+  COMMIT;
+* a replay's read: one indexed SELECT of a key's record.
+"""
+
+import json
+import time
+import uuid
+from datetime import timedelta
+
+import psycopg
+from django.conf import settings
+from django.utils import timezone
+
+from idempotency.models import IdempotencyRecord
+from project.shop.models import Order
+
+ORDER_INSERT = "autocommit order INSERT (psycopg)"
+ATOMIC = "atomic floor (psycopg)"
+LEASE = "lease floor (psycopg)"
+READ = "indexed SELECT (psycopg)"
+KINDS = (ORDER_INSERT, ATOMIC, LEASE, READ)
+# About the size of the order's rendered answer, as the record keeps it.
+BODY = json.dumps(
+    {"id": 1, "sku": "BOOK-1", "quantity": 1, "status": "pending"}
+).encode()
+HEADERS = json.dumps({"Content-Type": "application/json"})
+
+
+def connect(alias="default") -> psycopg.Connection:
+    config = settings.DATABASES[alias]
+    return psycopg.connect(
+        host=config.get("HOST") or "127.0.0.1",
+        port=config.get("PORT") or 5432,
+        user=config.get("USER") or "postgres",
+        dbname=config["NAME"],
+        autocommit=True,
+        cursor_factory=psycopg.ClientCursor,
+    )
+
+
+class Floor:
+    """One psycopg connection sending each kind's statements; ``send(kind)``
+    returns the nanoseconds they took."""
+
+    def __init__(self, connection, owner_id):
+        self.connection = connection
+        self.owner_id = owner_id
+        records = IdempotencyRecord._meta.db_table
+        self.order_sql = (
+            f"INSERT INTO {Order._meta.db_table} (owner_id, sku, quantity, status, "
+            "created_at) VALUES (%s, 'BOOK-1', 1, 'pending', %s) RETURNING id"
+        )
+        self.key_sql = (
+            f"INSERT INTO {records} (scope, operation, key, request_hash, state, "
+            "response_headers, session_digest, resource_type, resource_id, "
+            "attempts, locked_until, created_at, expires_at) VALUES (%s, "
+            "'bench.floor', %s, %s, 'pending', '{}', '', '', '', 1, %s, %s, %s) "
+            "RETURNING id"
+        )
+        self.complete_sql = (
+            f"UPDATE {records} SET state = 'completed', status_code = 201, "
+            "response_body = %s, response_headers = %s, session_digest = '', "
+            "resource_type = 'shop.order', resource_id = %s, locked_until = NULL, "
+            "completed_at = %s WHERE id = %s AND attempts = 1 AND state = 'pending'"
+        )
+        self.read_sql = (
+            "SELECT id, request_hash, state, status_code, response_body, "
+            "response_headers, attempts, locked_until, expires_at, session_digest "
+            f"FROM {records} WHERE scope = %s AND operation = 'bench.floor' "
+            "AND key = %s"
+        )
+        self.last_key = None
+
+    def send(self, kind) -> int:
+        started = time.perf_counter_ns()
+        getattr(self, "_" + kind.split()[0])()
+        return time.perf_counter_ns() - started
+
+    def _order(self):
+        return self.connection.execute(
+            self.order_sql, [self.owner_id, timezone.now()]
+        ).fetchone()[0]
+
+    def _key(self, locked_until):
+        self.last_key = str(uuid.uuid4())
+        now = timezone.now()
+        return self.connection.execute(
+            self.key_sql,
+            [
+                f"user:{self.owner_id}",
+                self.last_key,
+                "0" * 64,
+                locked_until,
+                now,
+                now + timedelta(days=1),
+            ],
+        ).fetchone()[0]
+
+    def _complete(self, record_id, order_id):
+        self.connection.execute(
+            self.complete_sql,
+            [BODY, HEADERS, str(order_id), timezone.now(), record_id],
+        )
+
+    def _autocommit(self):
+        self._order()
+
+    def _atomic(self):
+        self.connection.execute("BEGIN")
+        record_id = self._key(None)
+        self._complete(record_id, self._order())
+        self.connection.execute("COMMIT")
+
+    def _lease(self):
+        record_id = self._key(timezone.now() + timedelta(seconds=30))
+        self.connection.execute("BEGIN")
+        self._complete(record_id, self._order())
+        self.connection.execute("COMMIT")
+
+    def _indexed(self):
+        if self.last_key is None:
+            self._atomic()
+        self.connection.execute(
+            self.read_sql, [f"user:{self.owner_id}", self.last_key]
+        ).fetchone()
