@@ -9,7 +9,7 @@ from django.db import connections, transaction
 from django.db.models import F, Q
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
+from django.utils.translation import ngettext_lazy
 
 from ..shared import clock, units
 from ..shared.steps import StepError, compensate
@@ -155,13 +155,15 @@ class UnitAdmin(console.ReadOnlyAdmin):
         done = len(chosen)
         self.report(
             request,
+            queryset,
             done,
-            queryset.count() - done,
-            ngettext("Released %(count)d unit.", "Released %(count)d units.", done),
-            ngettext(
+            ngettext_lazy(
+                "Released %(count)d unit.", "Released %(count)d units.", "count"
+            ),
+            ngettext_lazy(
                 "%(count)d was not stuck and was left alone.",
                 "%(count)d were not stuck and were left alone.",
-                queryset.count() - done,
+                "count",
             ),
         )
 
@@ -194,17 +196,17 @@ class UnitAdmin(console.ReadOnlyAdmin):
         done = len(abandoned)
         self.report(
             request,
+            queryset,
             done,
-            queryset.count() - done,
-            ngettext(
+            ngettext_lazy(
                 "Abandoned and compensated %(count)d unit.",
                 "Abandoned and compensated %(count)d units.",
-                done,
+                "count",
             ),
-            ngettext(
+            ngettext_lazy(
                 "%(count)d was finished, compensated or busy and was left alone.",
                 "%(count)d were finished, compensated or busy and were left alone.",
-                queryset.count() - done,
+                "count",
             ),
         )
         for text in refused:

@@ -45,6 +45,9 @@ class UnitRecord(models.Model):
     updated_at = models.DateTimeField(_("updated at"))
 
     class Meta:
+        # Named: an app that imports the steps with the idempotency app
+        # missing gets its system check error, not a crash at import.
+        app_label = "idempotency"
         verbose_name = _("unit of work")
         verbose_name_plural = _("units of work")
         permissions = [
@@ -95,6 +98,7 @@ class StepRecord(models.Model):
     finished_at = models.DateTimeField(_("finished at"), null=True)
 
     class Meta:
+        app_label = "idempotency"
         verbose_name = _("step")
         verbose_name_plural = _("steps")
         constraints = [
