@@ -146,12 +146,16 @@ def _consumers():
 
     def floor(message_id):
         # The statement receive() sends, written by hand in the consumer's
-        # transaction, so the report shows what the row itself costs.
-        with transaction.atomic(using=ALIAS), connection.cursor() as cursor:
-            cursor.execute(FLOOR_CLAIM, ["bench", message_id, clock.now()])
-            (duplicates,) = cursor.fetchone()
+        # transaction, so the report shows what the row itself costs. On a
+        # cursor of its own, as receive() runs it: the consumer's work opens
+        # its own, as with receive().
+        with transaction.atomic(using=ALIAS):
+            with connection.cursor() as cursor:
+                cursor.execute(FLOOR_CLAIM, ["bench", message_id, clock.now()])
+                (duplicates,) = cursor.fetchone()
             if duplicates == 0:
-                apply(cursor)
+                with connection.cursor() as cursor:
+                    apply(cursor)
 
     def with_receive(message_id):
         with receive("bench", message_id, using=ALIAS) as delivery:

@@ -205,12 +205,14 @@ def _server_cpu() -> dict:
             with open(f"/proc/{entry}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)
                 name = fields[0].split("(", 1)[1]
-                utime, stime = fields[1].split()[11:13]
+                # utime, stime, and cutime, cstime: a PostgreSQL backend's
+                # CPU moves to the postmaster's when it exits.
+                times = fields[1].split()[11:15]
         except (OSError, IndexError):
             continue  # gone meanwhile
         for server, names in SERVERS.items():
             if name in names:
-                used[server] += (int(utime) + int(stime)) / tick
+                used[server] += sum(map(int, times)) / tick
     return used
 
 
@@ -252,7 +254,7 @@ def _drain(url, batch_size, spans, lookups=False):
             span["publish"] += time.perf_counter() - began
 
     publisher.publish_many = timed_publish
-    started, cpu = time.time(), time.process_time()
+    started, scheduled = time.time(), _scheduled()
     with connections[ALIAS].execute_wrapper(timed):
         relay.drain(
             batch_size=batch_size,
@@ -260,9 +262,23 @@ def _drain(url, batch_size, spans, lookups=False):
             publisher=publisher,
             using=ALIAS,
         )
-    span.update(start=started, end=time.time(), cpu=time.process_time() - cpu)
+    (ran, waited), (ran_before, waited_before) = _scheduled(), scheduled
+    span.update(
+        start=started,
+        end=time.time(),
+        cpu=ran - ran_before,
+        runnable=waited - waited_before,
+    )
     spans.put(span)
     connections.close_all()
+
+
+def _scheduled() -> tuple[float, float]:
+    """Seconds this process has run on a core, and waited runnable for one
+    (Linux schedstat): the second is the time a busy machine took from it."""
+    with open("/proc/self/schedstat") as stat:
+        ran, waited = stat.read().split()[:2]
+    return int(ran) / 1e9, int(waited) / 1e9
 
 
 def _lag(url) -> list[int]:
@@ -477,6 +493,7 @@ def _contention(drains) -> list[str]:
                     share("publish"),
                     share("write_back"),
                     share("cpu"),
+                    share("runnable"),
                     f"{run.servers['broker']:.2f}",
                     f"{run.servers['PostgreSQL']:.2f}",
                 )
@@ -484,8 +501,9 @@ def _contention(drains) -> list[str]:
     return [
         f"Where the time goes (batch {TWO_PROCESS_BATCH}, the median round): "
         "each relay process's wall time in the claim, the publish (send and "
-        "confirms) and the write-back, and the CPU it used, as shares of the "
-        "drain's wall time (averaged over the processes); then the CPU seconds "
+        "confirms) and the write-back, the time it ran on a core and the time it "
+        "was ready to run but waited for one (Linux schedstat), as shares of "
+        "the drain's wall time (averaged over the processes); then the CPU seconds "
         "the broker's and PostgreSQL's processes used during the drain (other "
         "work on the shared machine included).",
         "",
@@ -497,7 +515,8 @@ def _contention(drains) -> list[str]:
                 "claim",
                 "publish",
                 "write-back",
-                "relay CPU",
+                "relay on a core",
+                "relay waiting for a core",
                 "broker CPU s",
                 "PostgreSQL CPU s",
             ),
