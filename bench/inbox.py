@@ -7,6 +7,8 @@ import uuid
 
 from django.db import connections, transaction
 
+from idempotency.shared import clock
+
 from . import database
 
 DATABASE_URL = os.environ.get(
@@ -20,7 +22,8 @@ ROUNDS = 15
 # Then single deliveries in turn, timed one by one: the median of each is
 # the figure a burst of load on the machine moves least.
 INTERLEAVED = 3_000
-TARGET = 1.35
+# receive() against its floor: the same claim statement, written by hand.
+TARGET = 1.1
 CONSUMERS = (
     ("without", "without receive()"),
     ("floor", "with a hand-written INSERT of the same row (the floor)"),
@@ -66,15 +69,19 @@ def run() -> str:
             f"| {typical[name] / 1e3:,.0f} µs "
             f"| {typical[name] / typical['without']:.2f}x |"
         )
-    overhead = without / medians["with"]
-    verdict = "meets" if overhead <= TARGET else "misses"
+    over_floor = statistics.median(
+        floor / rate for floor, rate in zip(rates["floor"], rates["with"], strict=True)
+    )
+    single = typical["with"] / typical["floor"]
+    verdict = "met" if max(over_floor, single) <= TARGET else "missed"
     lines += [
         "",
-        f"Target: `receive()` <= {TARGET:.2f}x the consumer without it; the "
-        f"rounds measure {overhead:.2f}x ({verdict} it), single deliveries "
-        f"{typical['with'] / typical['without']:.2f}x. The floor, the row "
-        f"itself: {without / medians['floor']:.2f}x and "
-        f"{typical['floor'] / typical['without']:.2f}x.",
+        f"Target: `receive()` <= {TARGET:.2f}x its floor, the consumer with the "
+        "same claim statement written by hand (what the row itself costs): "
+        f"{over_floor:.2f}x paired per round, {single:.2f}x single deliveries "
+        f"({verdict}). Against the consumer without the inbox: "
+        f"{without / medians['with']:.2f}x, the floor "
+        f"{without / medians['floor']:.2f}x.",
         "",
     ]
     return "\n".join(lines)
@@ -110,6 +117,18 @@ def interleaved(consumers, count=INTERLEAVED) -> dict[str, list]:
     return times
 
 
+FLOOR_CLAIM = (
+    "INSERT INTO inbox_message (subscriber, message_id, received_at, duplicates, "
+    "state) VALUES (%s, %s, %s, 0, 'applied') "
+    "ON CONFLICT (subscriber, message_id) DO UPDATE SET "
+    "duplicates = inbox_message.duplicates "
+    "+ CASE WHEN inbox_message.state = 'dead' THEN 0 ELSE 1 END, "
+    "received_at = CASE WHEN inbox_message.state = 'dead' "
+    "THEN excluded.received_at ELSE inbox_message.received_at END, "
+    "state = 'applied' RETURNING duplicates"
+)
+
+
 def _consumers():
     """One delivery of each consumer, given a fresh message id."""
     from inbox.api import receive
@@ -126,16 +145,17 @@ def _consumers():
             apply(cursor)
 
     def floor(message_id):
-        # The same insert as receive(), written by hand in the consumer's
-        # transaction, so the report shows what the row itself costs.
-        with transaction.atomic(using=ALIAS), connection.cursor() as cursor:
-            cursor.execute(
-                "INSERT INTO inbox_message (subscriber, message_id, "
-                "received_at, duplicates) VALUES (%s, %s, now(), 0) "
-                "ON CONFLICT DO NOTHING RETURNING id",
-                ["bench", message_id],
-            )
-            apply(cursor)
+        # The statement receive() sends, written by hand in the consumer's
+        # transaction, so the report shows what the row itself costs. On a
+        # cursor of its own, as receive() runs it: the consumer's work opens
+        # its own, as with receive().
+        with transaction.atomic(using=ALIAS):
+            with connection.cursor() as cursor:
+                cursor.execute(FLOOR_CLAIM, ["bench", message_id, clock.now()])
+                (duplicates,) = cursor.fetchone()
+            if duplicates == 0:
+                with connection.cursor() as cursor:
+                    apply(cursor)
 
     def with_receive(message_id):
         with receive("bench", message_id, using=ALIAS) as delivery:

@@ -489,6 +489,37 @@ class TestRecordedEventsAreHeldOrNotPublished:
         assert OutboxMessage.objects.get(pk=invoice).state == "published"
 
 
+@pytest.mark.django_db
+def test_a_batch_marks_published_only_what_rabbitmq_confirmed():
+    """A full queue that rejects publishes makes RabbitMQ nack them, for real:
+    of one confirmed batch, only the acked messages are marked published."""
+    exchange = Exchange(f"outbox-test-{uuid.uuid4().hex[:8]}", type="topic")
+    full = Queue(
+        exchange.name,
+        exchange,
+        routing_key="order",
+        queue_arguments={"x-max-length": 2, "x-overflow": "reject-publish"},
+    )
+    with transaction.atomic():
+        ids = [str(record("order", n, "order.created", {"n": n})) for n in range(5)]
+    publisher = KombuPublisher(
+        url=AMQP_URL, exchange=exchange.name, default_queue=False, declare=[full]
+    )
+    try:
+        result = relay.drain(publisher=publisher)
+        held = read_queue(AMQP_URL, full, 2)
+    finally:
+        delete_queues(AMQP_URL, full)
+
+    assert (result.batches, result.published, result.failed) == (1, 2, 3)
+    assert [m.properties["message_id"] for m in held] == ids[:2]
+    states = dict(OutboxMessage.objects.values_list("pk", "state"))
+    assert [states[uuid.UUID(pk)] for pk in ids] == ["published"] * 2 + ["pending"] * 3
+    for refused in OutboxMessage.objects.filter(state="pending"):
+        assert "nacked" in refused.last_error
+        assert refused.published_at is None
+
+
 @shared_task(name="outbox_tests.on_order_created")
 def on_order_created(**event):
     """The task the CeleryTaskPublisher tests name (a worker would run it)."""
