@@ -13,6 +13,7 @@ MODULES = [
     "bench.inbox",
     "bench.webhooks",
     "bench.retention",
+    "bench.growth",
     "bench.dashboard",
     "bench.load",
 ]
