@@ -20,6 +20,7 @@ PARTS = [
     "webhooks",
     "steps",
     "retention",
+    "growth",
     "dashboard",
     "load",
 ]
