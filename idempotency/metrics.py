@@ -6,7 +6,9 @@ from prometheus_client.core import GaugeMetricFamily
 
 from . import signals
 from .console.panels import count_up_to
+from .console.units import stuck
 from .models import IdempotencyRecord
+from .shared.steps.models import UnitRecord
 
 # Labels a view's code chooses, never the scope (one per client) or the key.
 keys = Counter(
@@ -46,4 +48,10 @@ def gauges(now):
         "Pending keys whose lease ran out: their worker died or hangs "
         "(counted up to 10001).",
         value=count_up_to(records.stuck(now)),
+    )
+    yield GaugeMetricFamily(
+        "once_units_stuck",
+        "Units of work mid-steps (running or compensating) whose lease ran "
+        "out: their worker died or hangs (counted up to 10001).",
+        value=count_up_to(stuck(UnitRecord.objects, now)),
     )

@@ -5,6 +5,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord
+from idempotency.shared.steps.models import UnitRecord
 from inbox.models import InboxMessage
 from outbox.models import OutboxMessage
 from webhooks.models import WebhookReceipt
@@ -35,6 +36,25 @@ def seed(now=None):
             created_at=now,
             expires_at=now + timedelta(days=1),
             locked_until=now + lease,
+        )
+    # Stuck: the two mid-steps past their lease; not the rest.
+    for n, (state, lease) in enumerate(
+        [
+            ("running", timedelta(minutes=-5)),
+            ("compensating", timedelta(minutes=-5)),
+            ("running", timedelta(minutes=5)),
+            ("running", None),
+            ("done", timedelta(minutes=-5)),
+        ]
+    ):
+        UnitRecord.objects.create(
+            id=f"{n:064x}",
+            kind="keys",
+            intent="i",
+            state=state,
+            lease_expires_at=lease and now + lease,
+            created_at=now,
+            updated_at=now,
         )
     for n, (state, error, age) in enumerate(
         [

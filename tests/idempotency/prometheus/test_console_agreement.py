@@ -50,6 +50,11 @@ def test_every_figure_the_console_shows_is_a_gauge_of_the_same_value(client, das
     pairs = [
         (("Idempotency keys", "pending keys"), "once_keys_pending", {}),
         (("Idempotency keys", "stuck leases"), "once_keys_stuck_leases", {}),
+        (
+            ("Units of work (steps)", "stuck mid-steps (lease expired)"),
+            "once_units_stuck",
+            {},
+        ),
         (("Outbox", "backlog (pending)"), "once_outbox_backlog", {}),
         (("Outbox", "failing, backing off"), "once_outbox_retrying", {}),
         (("Outbox", "dead"), "once_outbox_dead", {}),
@@ -69,6 +74,7 @@ def test_every_figure_the_console_shows_is_a_gauge_of_the_same_value(client, das
     assert figures[("Outbox", "oldest pending age")] == _age(timedelta(seconds=age))
     # The seeds are counted, not an empty database's zeros.
     assert value(gauges, "once_outbox_backlog") == 3
+    assert value(gauges, "once_units_stuck") == 2
     assert value(gauges, "once_webhooks_receipts_waiting", source="github") == 2
 
 
