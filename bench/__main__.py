@@ -19,6 +19,7 @@ PARTS = [
     "inbox",
     "webhooks",
     "steps",
+    "observability",
     "retention",
     "growth",
     "dashboard",
