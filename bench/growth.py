@@ -152,11 +152,11 @@ def fill_backlog(count, using):
         table_name,
         f'INSERT INTO "{table_name}" (id, aggregatetype, aggregateid, type, '
         "payload, headers, state, created_at, available_at, attempts, "
-        "requeued_at_attempt, last_error) "
+        "requeued_at_attempt, last_error, tracingspancontext) "
         "SELECT id, 'order', id::text, 'order.created', "
         "jsonb_build_object('order', n, 'sku', 'BOOK-1', 'quantity', 1), "
         "jsonb_build_object('once-message-id', id), 'pending', made, made, "
-        "0, 0, '' FROM (SELECT n, gen_random_uuid() AS id, "
+        "0, 0, '', '' FROM (SELECT n, gen_random_uuid() AS id, "
         "now() - (%s - n) * interval '1 millisecond' AS made "
         "FROM generate_series(1, %s) AS n) AS messages",
         [count, count],
