@@ -20,6 +20,7 @@ class IdempotencyConfig(appconfig.OnceAppConfig):
         "idempotency.checks.check_problem_docs",
         "idempotency.checks.check_ttls",
         "idempotency.checks.check_schema_class",
+        "idempotency.checks.check_atomic_requests",
     ]
     retention_kinds = {"idempotency": ["idempotency.ops.purgeable"]}
     console_panels = ["idempotency.ops.panel", "idempotency.console.units.panel"]
