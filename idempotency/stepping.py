@@ -34,6 +34,11 @@ def atomic_requests_message(using: str) -> str:
     )
 
 
+def owner_retention():
+    """How long a key can bring a retry into its unit: the keys' TTL."""
+    return as_timedelta(idempotency_settings.TTL)
+
+
 def begin(claim, records) -> steps.Steps:
     """Join the claim's unit of steps, its lease renewed with the key's."""
 
