@@ -15,13 +15,21 @@ class IdempotencyConfig(appconfig.OnceAppConfig):
     ]
     # The metrics switch follows override_settings too.
     setting_receivers = ["idempotency.shared.metrics.on_setting_changed"]
-    system_checks = ["idempotency.checks.check_settings"]
+    system_checks = [
+        "idempotency.checks.check_settings",
+        "idempotency.shared.steps.retention.check_retention",
+    ]
     url_checks = [
         "idempotency.checks.check_problem_docs",
         "idempotency.checks.check_ttls",
         "idempotency.checks.check_schema_class",
+        "idempotency.checks.check_atomic_requests",
     ]
-    retention_kinds = {"idempotency": ["idempotency.ops.purgeable"]}
+    retention_kinds = {
+        "idempotency": ["idempotency.ops.purgeable"],
+        "units": ["idempotency.shared.steps.retention.purgeable"],
+    }
+    unit_owners = {"keys": "idempotency.stepping.owner_retention"}
     console_panels = ["idempotency.ops.panel", "idempotency.console.units.panel"]
     console_series = [(_("keys created"), "idempotency.ops.created_per_hour")]
     metric_receivers = [

@@ -8,6 +8,7 @@ from typing import Any
 from django.apps import apps
 from django.core.checks import Error, Warning
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connections, router
 from django.urls import Resolver404, URLResolver, get_resolver, resolve
 
 from .conf import idempotency_settings, key_ttl, outlasting_ttl
@@ -83,6 +84,48 @@ def _served_policies() -> Iterator[Any]:
 
 def _handlers(cls) -> list:
     return [getattr(cls, name, None) for name in cls.http_method_names]
+
+
+def check_atomic_requests(app_configs=None, **kwargs):
+    """A steps-mode view must not run inside ATOMIC_REQUESTS: every step would
+    be refused (``StepInTransaction``), as its first request says too."""
+    from . import stepping
+    from .models import IdempotencyRecord
+
+    using = router.db_for_write(IdempotencyRecord)
+    if not connections.settings[using].get("ATOMIC_REQUESTS"):
+        return []
+    return [
+        Error(
+            f"{_view_name(view)} runs its steps inside ATOMIC_REQUESTS.",
+            hint=stepping.atomic_requests_message(using),
+            obj=view,
+            id="idempotency.E015",
+        )
+        for view in dict.fromkeys(_served_views())
+        if _runs_steps(view)
+        and using not in getattr(view, "_non_atomic_requests", set())
+    ]
+
+
+def _runs_steps(view) -> bool:
+    from .claims import STEPS
+    from .decorators import view_policy
+    from .mixins import IdempotencyMixin
+
+    cls = getattr(view, "cls", None)
+    if cls is not None and issubclass(cls, IdempotencyMixin):
+        return cls.idempotency_mode == STEPS
+    handlers = [view] if cls is None else _handlers(cls)
+    return any(
+        (policy := view_policy(handler)) is not None and policy.mode == STEPS
+        for handler in handlers
+    )
+
+
+def _view_name(view) -> str:
+    named = getattr(view, "cls", view)
+    return f"{named.__module__}.{named.__qualname__}"
 
 
 def check_schema_class(app_configs=None, **kwargs):

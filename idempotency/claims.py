@@ -207,6 +207,8 @@ def execute(request, policy: Policy, produce: Callable):
     # unless a line below says otherwise); never the key itself.
     outcome: str | None = FAILED
     try:
+        if policy.mode == STEPS:
+            stepping.refuse_atomic_requests(router.db_for_write(IdempotencyRecord))
         key = keys.parse(request.headers.get(idempotency_settings.HEADER))
         if key is None:
             if policy.required:

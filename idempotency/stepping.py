@@ -9,11 +9,34 @@ completed steps are compensated, and the answer is an ``operation-abandoned``
 problem, stored like any other, so retries replay it.
 """
 
+from django.db import transaction
+
 from .conf import idempotency_settings
-from .exceptions import LeaseLost, OperationAbandoned
+from .exceptions import IdempotencyConfigurationError, LeaseLost, OperationAbandoned
 from .models import IdempotencyRecord
 from .shared import problems, steps
 from .shared.settings import as_timedelta
+
+
+def refuse_atomic_requests(using: str) -> None:
+    """A steps-mode view runs in no transaction: one ATOMIC_REQUESTS opened
+    around it would refuse every step, so refuse the view itself, saying how."""
+    connection = transaction.get_connection(using)
+    if connection.settings_dict.get("ATOMIC_REQUESTS") and connection.in_atomic_block:
+        raise IdempotencyConfigurationError(atomic_requests_message(using))
+
+
+def atomic_requests_message(using: str) -> str:
+    return (
+        f"A steps-mode view runs inside ATOMIC_REQUESTS (DATABASES[{using!r}]); "
+        "mark it @transaction.non_atomic_requests (wrap the as_view() of a "
+        "class) so each step commits on its own."
+    )
+
+
+def owner_retention():
+    """How long a key can bring a retry into its unit: the keys' TTL."""
+    return as_timedelta(idempotency_settings.TTL)
 
 
 def begin(claim, records) -> steps.Steps:

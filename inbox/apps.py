@@ -16,6 +16,7 @@ class InboxConfig(appconfig.OnceAppConfig):
         "inbox.checks.check_consumer_tasks",
     ]
     retention_kinds = {"inbox": ["inbox.ops.purgeable"]}
+    unit_owners = {"inbox": "inbox.conf.checked_retention"}
     console_panels = ["inbox.ops.panel"]
     metric_receivers = ["inbox.metrics.RECEIVERS"]
     metric_gauges = ["inbox.metrics.gauges"]

@@ -20,6 +20,7 @@ class WebhooksConfig(appconfig.OnceAppConfig):
     retention_kinds = {
         "webhooks": ["webhooks.ops.purgeable_receipts", "webhooks.ops.purgeable_counts"]
     }
+    unit_owners = {"webhooks": "webhooks.sources.checked_retention"}
     console_panels = ["webhooks.ops.panel"]
     console_series = [(_("receipts received"), "webhooks.ops.received_per_hour")]
     metric_receivers = ["webhooks.metrics.RECEIVERS"]

@@ -17,7 +17,7 @@ Import this module, not the class, in an app's ``apps.py``: Django takes the
 one AppConfig subclass it finds there as the app's, and would find two.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from django.apps import AppConfig
 from django.core import checks
@@ -33,6 +33,9 @@ class OnceAppConfig(AppConfig):
     system_checks: Sequence[str] = ()
     url_checks: Sequence[str] = ()
     deploy_checks: Sequence[str] = ()
+    # A unit kind -> the dotted path of a function returning how long its
+    # owner's record can still bring a retry (the floor of UNIT_RETENTION).
+    unit_owners: Mapping[str, str] = {}
 
     def ready(self):
         for path in self.system_checks:

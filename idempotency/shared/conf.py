@@ -6,10 +6,19 @@ see one table; this partial view lets the shared layer read them without
 importing the keys feature above it.
 """
 
+from datetime import timedelta
 from importlib.util import find_spec
 from urllib.parse import urlsplit
 
-from .settings import AppSettings, InvalidSetting, Option, boolean, show, string
+from .settings import (
+    AppSettings,
+    InvalidSetting,
+    Option,
+    boolean,
+    duration,
+    show,
+    string,
+)
 
 
 def problem_base_uri(value) -> str:
@@ -50,6 +59,16 @@ SHARED_OPTIONS = {
         doc="Count every decision and serve Prometheus metrics (needs the "
         "``prometheus`` extra). Off, nothing imports prometheus-client and no "
         "signal has a receiver of ours. See docs/observability.md.",
+    ),
+    "UNIT_RETENTION": Option(
+        timedelta(days=90),
+        duration,
+        "idempotency.E016",
+        doc="How long a finished unit of steps (done or compensated) and its "
+        "step log are kept before ``purge_idempotency`` deletes them. At least the "
+        "longest retention of a unit's owner (keys' TTL, INBOX and WEBHOOKS "
+        "RETENTION, idempotency.E016): a unit purged while its owner can still "
+        "retry would run its steps again.",
     ),
 }
 

@@ -32,6 +32,13 @@ def retention_kinds() -> dict[str, list[Callable]]:
     return {name: [import_string(path) for path in paths] for name, paths in declared}
 
 
+def unit_owners() -> dict[str, Callable]:
+    """Each unit kind's owner retention function (see ``steps.retention``)."""
+    return {
+        name: import_string(path) for name, path in _declared("unit_owners", dict.items)
+    }
+
+
 def console_panels() -> list[Callable]:
     declared = _declared("console_panels", lambda paths: [(p, p) for p in paths])
     return [import_string(path) for _name, path in declared]

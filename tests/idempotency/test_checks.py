@@ -2,7 +2,12 @@ from datetime import timedelta
 
 import pytest
 
-from idempotency.checks import check_schema_class, check_settings, check_ttls
+from idempotency.checks import (
+    check_atomic_requests,
+    check_schema_class,
+    check_settings,
+    check_ttls,
+)
 
 
 def ids(settings_value, settings):
@@ -129,3 +134,25 @@ def test_the_idempotent_schema_class_passes(settings):
         "idempotency.openapi.AutoSchema"
     )
     assert check_schema_class() == []
+
+
+def test_a_steps_view_under_atomic_requests_is_an_error(monkeypatch):
+    from django.db import connection
+
+    assert check_atomic_requests() == []  # ATOMIC_REQUESTS off
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
+    errors = check_atomic_requests()
+    [error] = [e for e in errors if "steps_views.PaymentView" in e.msg]
+    assert error.id == "idempotency.E015"
+    assert "PaymentView runs its steps inside ATOMIC_REQUESTS" in error.msg
+    assert "non_atomic_requests" in error.hint
+
+
+def test_a_non_atomic_steps_view_passes_under_atomic_requests(monkeypatch):
+    from django.db import connection
+    from django.urls import resolve
+
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
+    view = resolve("/t/payment/").func
+    monkeypatch.setattr(view, "_non_atomic_requests", {"default"}, raising=False)
+    assert not [e for e in check_atomic_requests() if "steps_views" in e.msg]

@@ -101,6 +101,35 @@ def test_the_view_runs_in_no_transaction_so_a_step_is_not_refused(api):
     assert api.post(URL, {"amount": 500}, key="k").status_code == 201
 
 
+@pytest.fixture
+def atomic_requests(monkeypatch):
+    from django.db import connection
+
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
+
+
+def test_a_steps_view_under_atomic_requests_is_refused_before_any_claim(
+    api, atomic_requests
+):
+    # Django wraps the view in atomic(); every step would be refused.
+    with pytest.raises(IdempotencyConfigurationError, match="non_atomic_requests"):
+        api.post(URL, {"amount": 500}, key="k")
+    assert not IdempotencyRecord.objects.exists()
+    assert not UnitRecord.objects.exists()
+    assert provider.calls == 0
+
+
+def test_a_non_atomic_steps_view_runs_under_atomic_requests(
+    api, atomic_requests, monkeypatch
+):
+    from django.urls import resolve
+
+    view = resolve(URL).func
+    monkeypatch.setattr(view, "_non_atomic_requests", {"default"}, raising=False)
+
+    assert api.post(URL, {"amount": 500}, key="k").status_code == 201
+
+
 def test_abandon_compensates_and_its_answer_is_replayed(api, user):
     response = api.post(URL, {"amount": 500, "ship": False}, key="k")
 

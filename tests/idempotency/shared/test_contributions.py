@@ -10,10 +10,12 @@ from idempotency.shared import contributions
 def test_every_app_contributes_in_installed_apps_order():
     assert list(contributions.retention_kinds()) == [
         "idempotency",
+        "units",
         "outbox",
         "inbox",
         "webhooks",
     ]
+    assert list(contributions.unit_owners()) == ["keys", "inbox", "webhooks"]
     panels = [panel.__module__ for panel in contributions.console_panels()]
     assert panels == [
         "idempotency.ops",

@@ -1,0 +1,67 @@
+"""Retention for units of steps: finished units go, with their step log,
+once no owner can bring a retry that would need them.
+
+A unit's owner is the record that lets a retry join it again (a key, an
+inbox message id, a webhook receipt). Each app names its kind's owner
+retention on its AppConfig (``unit_owners``); UNIT_RETENTION must outlast
+every one, or a retry after the purge would run its steps again.
+"""
+
+from datetime import timedelta
+
+from django.core.checks import Error
+from django.core.exceptions import ImproperlyConfigured
+
+from .. import contributions
+from ..conf import shared_settings
+from ..settings import seconds
+from .models import UnitRecord
+
+FINISHED = [UnitRecord.State.DONE, UnitRecord.State.COMPENSATED]
+
+
+def purgeable(now):
+    """Finished units untouched for UNIT_RETENTION; running and compensating
+    units stay whatever their age. Their step rows go with them (cascade)."""
+    cutoff = now - checked_retention()
+    return UnitRecord.objects.filter(state__in=FINISHED, updated_at__lt=cutoff)
+
+
+def checked_retention() -> timedelta:
+    """UNIT_RETENTION, refused while an owner's record outlives it."""
+    retention = shared_settings.UNIT_RETENTION
+    if why := _short_retention(retention):
+        raise ImproperlyConfigured(why)
+    return retention
+
+
+def check_retention(app_configs=None, **kwargs):
+    try:
+        retention = shared_settings.UNIT_RETENTION
+    except ImproperlyConfigured:
+        return []  # reported by the settings check
+    why = _short_retention(retention)
+    if not why:
+        return []
+    return [
+        Error(
+            why,
+            hint="Raise IDEMPOTENCY['UNIT_RETENTION'] above every owner's retention.",
+            id="idempotency.E016",
+        )
+    ]
+
+
+def _short_retention(retention: timedelta) -> str | None:
+    for kind, owner_retention in contributions.unit_owners().items():
+        try:
+            owner = owner_retention()
+        except ImproperlyConfigured:
+            continue  # the owner's own check reports it
+        if retention < owner:
+            return (
+                f"IDEMPOTENCY['UNIT_RETENTION'] ({seconds(retention)}) is shorter "
+                f"than the {kind} owner's retention ({seconds(owner)}): a retry "
+                "after its unit was purged would run its steps again."
+            )
+    return None
