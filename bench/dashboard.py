@@ -49,12 +49,13 @@ FILL = {
     ),
     OutboxMessage: (
         "(id, aggregatetype, aggregateid, type, payload, headers, state, created_at, "
-        "available_at, published_at, attempts, requeued_at_attempt, last_error)",
+        "available_at, published_at, attempts, requeued_at_attempt, last_error, "
+        "tracingspancontext)",
         "SELECT md5(n::text)::uuid, 'order', (n %% 100000)::text, 'order.created', "
         "'{}'::jsonb, '{}'::jsonb, CASE WHEN n %% 5000 = 0 THEN 'dead' "
         "WHEN n %% 1000 = 0 THEN 'pending' ELSE 'published' END, "
         "now() - (n %% 604800) * interval '1 second', now(), "
-        "now() - (n %% 604800) * interval '1 second', 1, 0, ''",
+        "now() - (n %% 604800) * interval '1 second', 1, 0, '', ''",
     ),
     InboxMessage: (
         "(subscriber, message_id, received_at, duplicates)",
