@@ -11,6 +11,7 @@ from idempotency.shared.settings import (
     InvalidSetting,
     Option,
     duration,
+    duration_of_at_least,
     positive_int,
     seconds,
 )
@@ -23,20 +24,13 @@ MIN_HORIZON = timedelta(hours=1)
 MAX_ATTEMPTS_LIMIT = 100
 
 
-def duration_at_least(floor: timedelta):
-    """A ``duration`` no shorter than ``floor``."""
-
-    def validate(value) -> timedelta:
-        delta = duration(value)
-        if delta < floor:
-            raise InvalidSetting(
-                f"must be at least {seconds(floor)}, not {seconds(delta)}.",
-                "A redelivery can come that late; a shorter duration would "
-                "let it run the consumer twice.",
-            )
-        return delta
-
-    return validate
+def redelivery_floor(floor: timedelta):
+    """A ``duration`` no shorter than ``floor``, a redelivery's reach."""
+    return duration_of_at_least(
+        floor,
+        "A redelivery can come that late; a shorter duration would "
+        "let it run the consumer twice.",
+    )
 
 
 def attempts(value) -> int:
@@ -54,13 +48,13 @@ inbox_settings = AppSettings(
     {
         "RETENTION": Option(
             timedelta(days=30),
-            duration_at_least(MIN_HORIZON),
+            redelivery_floor(MIN_HORIZON),
             "inbox.E002",
             doc="How long a received message id is remembered.",
         ),
         "REDELIVERY_HORIZON": Option(
             timedelta(days=7),
-            duration_at_least(MIN_HORIZON),
+            redelivery_floor(MIN_HORIZON),
             "inbox.E002",
             doc="The longest a message can come back after its first delivery: "
             "broker visibility timeout, Celery retries x backoff cap, a manual "
@@ -75,7 +69,9 @@ inbox_settings = AppSettings(
         ),
         "STEPS_LEASE": Option(
             timedelta(minutes=5),
-            duration_at_least(timedelta(seconds=1)),
+            duration_of_at_least(
+                timedelta(seconds=1), "Give at least a second, longer than a step."
+            ),
             "inbox.E002",
             doc="How long a steps consumer holds a delivery before a redelivery "
             "may take it over; each step's recovery point renews it. Longer "

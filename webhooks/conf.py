@@ -9,6 +9,7 @@ from idempotency.shared.settings import (
     Option,
     dotted_callable,
     duration,
+    duration_of_at_least,
     header_names,
     imported,
     mapping,
@@ -202,7 +203,11 @@ webhooks_settings = AppSettings(
         ),
         "STEPS_LEASE": Option(
             timedelta(minutes=5),
-            duration,
+            # As the inbox's: a lease of a moment would let a second worker
+            # run the same steps while the first is still calling out.
+            duration_of_at_least(
+                timedelta(seconds=1), "Give at least a second, longer than a step."
+            ),
             "webhooks.E014",
             "Give seconds or a timedelta, longer than the slowest step.",
             doc="How long a worker running a receipt's steps handlers holds it "

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import cached_property
 
 # The kinds of unit; each app builds only its own.
 KEYS = "keys"
@@ -55,12 +56,14 @@ class Unit:
         prefix = self.parts if self.kind == KEYS else (self.kind, *self.parts)
         return _digest((*prefix, step))
 
-    @property
+    # Cached: signals, logs, spans and steps all ask for it on the request's
+    # path, and each would hash again.
+    @cached_property
     def identity(self) -> str:
         """This unit's own id (64 hex digits): where its steps are stored."""
         return self.derive("")
 
-    @property
+    @cached_property
     def intent(self) -> str:
         """The id of the intent this unit serves (64 hex digits)."""
         return self.inherited_intent or self.derive(INTENT_STEP)

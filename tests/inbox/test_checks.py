@@ -181,3 +181,14 @@ def test_e006_a_consumer_task_without_the_inbox_wiring(consumer_tasks):
 
 def test_the_installed_consumer_tasks_are_wired():
     assert checks.check_consumer_tasks() == []
+
+
+def test_a_steps_lease_under_a_second_is_refused_at_first_use():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from inbox.conf import inbox_settings
+
+    with override_settings(INBOX={"STEPS_LEASE": 0.5}):
+        assert "inbox.E002" in ids(checks.check_settings())
+        with pytest.raises(ImproperlyConfigured, match=r"STEPS_LEASE.*at least 1 s"):
+            inbox_settings.STEPS_LEASE  # noqa: B018

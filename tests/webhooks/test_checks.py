@@ -235,6 +235,7 @@ def test_every_bad_source_and_value_is_reported_in_one_run(settings):
         ({"ENQUEUE": "webhooks.tasks.nope"}, "webhooks.E013"),
         ({"MAX_RETRIES": -1}, "webhooks.E014"),
         ({"RETRY_BACKOFF_MAX": 0}, "webhooks.E014"),
+        ({"STEPS_LEASE": 0.5}, "webhooks.E014"),
         ({"KICK_INTERVAL": 0}, "webhooks.E016"),
         ({"KICK_INTERVAL": "fast"}, "webhooks.E016"),
     ],
