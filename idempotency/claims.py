@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from django.db import DatabaseError, OperationalError, router, transaction
@@ -144,7 +145,7 @@ def operation_ttl(policy: Policy) -> timedelta:
         raise IdempotencyConfigurationError(f"{exc} {exc.hint}") from None
 
 
-class Claim:
+class Claim(units.UnitHandle):
     """The key a request holds; views see it as ``request.idempotency``."""
 
     def __init__(self, *, key, scope, operation, request_hash, expires_at, session=""):
@@ -162,24 +163,19 @@ class Claim:
         # or renewed an expired one. Earlier attempts of it left nothing.
         self.fresh = False
         self.resource = ("", "")
-        # This request's unit of work: the view runs with it current.
-        self.unit = units.Unit(units.KEYS, (scope, operation, key))
         # The unit's Steps handle, in steps mode only.
         self.steps = None
 
-    def step(self, name: str, fn: Callable, **options) -> Any:
-        """Run ``fn(derive(name))`` once for this key (steps mode): see
-        ``idempotency.shared.steps.Steps.step`` for ``atomic`` and ``undo``."""
-        if self.steps is None:
-            raise IdempotencyConfigurationError(
-                f"request.idempotency.step() needs mode='steps'; "
-                f"{self.operation!r} runs in another mode."
-            )
-        return self.steps.step(name, fn, **options)
+    @cached_property
+    def unit(self) -> units.Unit:
+        """This request's unit of work: the view runs with it current."""
+        return units.Unit(units.KEYS, (self.scope, self.operation, self.key))
 
-    def derive(self, step: str) -> str:
-        """Return a key for a downstream call, stable across retries of this one."""
-        return self.unit.derive(step)
+    def steps_refused(self) -> Exception:
+        return IdempotencyConfigurationError(
+            f"request.idempotency.step() needs mode='steps'; "
+            f"{self.operation!r} runs in another mode."
+        )
 
     def set_resource(self, obj) -> None:
         """Point the record at the object this request created."""

@@ -4,7 +4,14 @@ from datetime import timedelta
 
 from django.utils.translation import gettext as _
 
-from .console.panels import Figure, Panel, capped_count, changelist_url, hourly_counts
+from .console.panels import (
+    Figure,
+    Panel,
+    capped_count,
+    changelist_url,
+    hourly_counts,
+    in_state,
+)
 from .models import IdempotencyRecord
 
 State = IdempotencyRecord.State
@@ -21,11 +28,7 @@ def panel(now) -> Panel:
     return Panel(
         _("Idempotency keys"),
         [
-            Figure(
-                _("pending keys"),
-                capped_count(records.filter(state=State.PENDING)),
-                changelist_url(IdempotencyRecord, state__exact=State.PENDING),
-            ),
+            in_state(IdempotencyRecord, _("pending keys"), State.PENDING),
             Figure(
                 _("stuck leases"),
                 stuck,

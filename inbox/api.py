@@ -43,7 +43,7 @@ logger = logging.getLogger("inbox")
 
 
 @dataclass(frozen=True)
-class Delivery:
+class Delivery(units.UnitHandle):
     subscriber: str
     message_id: str
     duplicate: bool
@@ -61,27 +61,12 @@ class Delivery:
             inherited_intent=self.inherited_intent,
         )
 
-    @property
-    def intent(self) -> str:
-        """The intent this delivery serves: the one its message carried, or
-        its own when it carried none; ``record()`` in the block passes it on."""
-        return self.unit.intent
-
-    def derive(self, step: str) -> str:
-        """A key for the downstream call ``step``: the same on every
-        redelivery of this message to this subscriber."""
-        return self.unit.derive(step)
-
-    def step(self, name: str, fn: Callable, *, atomic=False, undo=None):
-        """Run ``fn(derive(name))`` once for this delivery: a redelivery gets
-        its stored result (see ``idempotency.shared.steps``)."""
-        if self.steps is None:
-            raise StepsNotClaimed(
-                "delivery.step() needs a steps consumer: @consumer(..., "
-                "steps=True) or receive_steps(); receive() runs the consumer in "
-                "one transaction, where a step's recovery point cannot commit."
-            )
-        return self.steps.step(name, fn, atomic=atomic, undo=undo)
+    def steps_refused(self) -> Exception:
+        return StepsNotClaimed(
+            "delivery.step() needs a steps consumer: @consumer(..., "
+            "steps=True) or receive_steps(); receive() runs the consumer in "
+            "one transaction, where a step's recovery point cannot commit."
+        )
 
 
 @contextmanager

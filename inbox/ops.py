@@ -4,7 +4,13 @@ from celery import current_app
 from django.db.models import Sum
 from django.utils.translation import gettext as _
 
-from idempotency.console.panels import Figure, Panel, capped_count, changelist_url
+from idempotency.console.panels import (
+    Figure,
+    Panel,
+    capped_count,
+    changelist_url,
+    in_state,
+)
 
 from .conf import checked_retention
 from .models import InboxMessage
@@ -27,11 +33,7 @@ def panel(now) -> Panel:
                 capped_count(redelivered),
                 changelist_url(InboxMessage, duplicates="yes"),
             ),
-            Figure(
-                _("dead messages"),
-                capped_count(InboxMessage.objects.dead()),
-                changelist_url(InboxMessage, state__exact="dead"),
-            ),
+            in_state(InboxMessage, _("dead messages"), InboxMessage.State.DEAD),
         ],
     )
 

@@ -8,6 +8,7 @@ from idempotency.console.panels import (
     capped_count,
     changelist_url,
     hourly_counts,
+    in_state,
 )
 
 from .conf import outbox_settings
@@ -19,15 +20,10 @@ State = OutboxMessage.State
 def panel(now) -> Panel:
     messages = OutboxMessage.objects
     lag = messages.oldest_pending_age(now)
-    dead = capped_count(messages.dead())
     return Panel(
         _("Outbox"),
         [
-            Figure(
-                _("backlog (pending)"),
-                capped_count(messages.pending()),
-                changelist_url(OutboxMessage, state__exact=State.PENDING),
-            ),
+            in_state(OutboxMessage, _("backlog (pending)"), State.PENDING),
             Figure(
                 _("oldest pending age"),
                 _age(lag),
@@ -39,12 +35,7 @@ def panel(now) -> Panel:
                 capped_count(messages.pending().exclude(last_error="")),
                 changelist_url(OutboxMessage, delivery="retrying"),
             ),
-            Figure(
-                _("dead"),
-                dead,
-                changelist_url(OutboxMessage, state__exact=State.DEAD),
-                alert=dead != 0,
-            ),
+            in_state(OutboxMessage, _("dead"), State.DEAD, alert=True),
         ],
     )
 

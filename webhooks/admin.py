@@ -209,8 +209,8 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
             queryset,
             Q(state__in=WebhookReceipt.REPLAYABLE),
             log="Replayed webhook receipt (enqueued again).",
+            forced=False,
         )
-        signals.replayed(replayed, request.user, forced=False, using=queryset.db)
         self.report(
             request,
             queryset,
@@ -245,8 +245,8 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
             Q(state__in=WebhookReceipt.FINISHED),
             _as_seen(seen),
             log="Forced reprocessing of webhook receipt.",
+            forced=True,
         )
-        signals.replayed(reopened, request.user, forced=True, using=queryset.db)
         self.report(
             request,
             queryset,
@@ -289,9 +289,12 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
         )
 
 
-def _reopen(request, queryset, *conditions, log: str) -> list[WebhookReceipt]:
+def _reopen(
+    request, queryset, *conditions, log: str, forced: bool
+) -> list[WebhookReceipt]:
     """Reopen the receipts of ``queryset`` meeting ``conditions`` (received, to
-    be processed again), log them, enqueue them after the commit; return them."""
+    be processed again), log them, enqueue them after the commit and report
+    them (``forced``: processed ones run again); return them."""
     with transaction.atomic(using=queryset.db):
         reopened = console.lock_unchanged(queryset, *conditions)
         WebhookReceipt.objects.using(queryset.db).filter(
@@ -299,6 +302,7 @@ def _reopen(request, queryset, *conditions, log: str) -> list[WebhookReceipt]:
         ).update(state=State.RECEIVED, processed_at=None)
         console.log_action(request, reopened, log)
         _enqueue_on_commit((r.pk for r in reopened), queryset.db)
+    signals.replayed(reopened, request.user, forced=forced, using=queryset.db)
     return reopened
 
 

@@ -38,7 +38,7 @@ _discovered = False
 
 
 @dataclass(frozen=True)
-class Event:
+class Event(units.UnitHandle):
     """What a handler receives: the receipt and the parsed event."""
 
     receipt: Any
@@ -50,16 +50,12 @@ class Event:
     # whose one transaction leaves no room for a recovery point.
     steps: Any = field(default=None, compare=False, repr=False)
 
-    def step(self, name: str, fn: Callable, *, atomic=False, undo=None):
-        """Run ``fn(derive(name))`` once for this receipt: a retry gets its
-        stored result (see ``idempotency.shared.steps``)."""
-        if self.steps is None:
-            raise ImproperlyConfigured(
-                "event.step() needs a handler registered with @on(..., "
-                "steps=True): the others run in one transaction, where a "
-                "step's recovery point cannot commit."
-            )
-        return self.steps.step(name, fn, atomic=atomic, undo=undo)
+    def steps_refused(self) -> Exception:
+        return ImproperlyConfigured(
+            "event.step() needs a handler registered with @on(..., "
+            "steps=True): the others run in one transaction, where a "
+            "step's recovery point cannot commit."
+        )
 
     @cached_property
     def data(self) -> dict | None:
@@ -80,15 +76,6 @@ class Event:
     def unit(self) -> units.Unit:
         """This receipt's unit of work; a provider's delivery starts an intent."""
         return units.Unit(units.WEBHOOKS, (self.source, self.delivery_id))
-
-    @property
-    def intent(self) -> str:
-        return self.unit.intent
-
-    def derive(self, step: str) -> str:
-        """A key for the downstream call ``step``: the same on every
-        redelivery and reprocessing of this delivery."""
-        return self.unit.derive(step)
 
     def is_stale(self, current: datetime | None) -> bool:
         """Whether this event is older than the state stamped ``current``."""

@@ -49,6 +49,14 @@ def changelist_url(model, **filters) -> str:
     return f"{url}?{urlencode(filters)}" if filters else url
 
 
+def in_state(model, label: str, state: str, *, alert: bool = False) -> Figure:
+    """The rows of ``model`` in ``state``, linking to its list filtered on it;
+    ``alert``: any such row wants an operator."""
+    count = capped_count(model._default_manager.filter(state=state))
+    url = changelist_url(model, state__exact=state)
+    return Figure(label, count, url, alert=alert and count != 0)
+
+
 def hourly_counts(queryset, field_name: str, since: datetime) -> dict:
     """Count rows per hour of ``field_name`` from ``since``, one indexed query."""
     rows = (

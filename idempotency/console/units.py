@@ -15,7 +15,7 @@ from ..shared import clock, units
 from ..shared.steps import StepError, compensate
 from ..shared.steps.models import StepRecord, UnitRecord
 from . import admin as console
-from .panels import Figure, Panel, capped_count, changelist_url
+from .panels import Figure, Panel, capped_count, changelist_url, in_state
 
 UnitState = UnitRecord.State
 StepState = StepRecord.State
@@ -216,26 +216,18 @@ class UnitAdmin(console.ReadOnlyAdmin):
 def panel(now) -> Panel:
     rows = UnitRecord.objects
     stuck_count = capped_count(stuck(rows, now))
-    compensating = capped_count(rows.filter(state=UnitState.COMPENSATING))
     return Panel(
         _g("Units of work (steps)"),
         [
-            Figure(
-                _g("running"),
-                capped_count(rows.filter(state=UnitState.RUNNING)),
-                changelist_url(UnitRecord, state__exact=UnitState.RUNNING),
-            ),
+            in_state(UnitRecord, _g("running"), UnitState.RUNNING),
             Figure(
                 _g("stuck mid-steps (lease expired)"),
                 stuck_count,
                 changelist_url(UnitRecord, lease="stuck"),
                 alert=stuck_count != 0,
             ),
-            Figure(
-                _g("compensating"),
-                compensating,
-                changelist_url(UnitRecord, state__exact=UnitState.COMPENSATING),
-                alert=compensating != 0,
+            in_state(
+                UnitRecord, _g("compensating"), UnitState.COMPENSATING, alert=True
             ),
         ],
     )

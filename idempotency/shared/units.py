@@ -13,11 +13,12 @@ are SHA-256 digests.
 """
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 # The kinds of unit; each app builds only its own.
 KEYS = "keys"
@@ -87,3 +88,40 @@ def running(unit: Unit) -> Iterator[Unit]:
         yield unit
     finally:
         _current.reset(token)
+
+
+class UnitHandle:
+    """What each app's handle offers its code (``request.idempotency``, the
+    inbox's ``Delivery``, a handler's ``Event``): the unit it serves, keys
+    derived from it, and its steps.
+
+    A handle names its ``unit``, holds ``steps`` (the unit's ``Steps``, or None
+    where it runs in one transaction) and says in ``steps_refused`` why not.
+    """
+
+    steps: Any
+
+    @property
+    def unit(self) -> Unit:
+        raise NotImplementedError
+
+    @property
+    def intent(self) -> str:
+        """The intent this unit serves; ``record()`` in its code passes it on."""
+        return self.unit.intent
+
+    def derive(self, step: str) -> str:
+        """A key for the downstream call ``step``: the same every time this
+        unit runs again (a client's retry, a redelivery, a reprocessing)."""
+        return self.unit.derive(step)
+
+    def step(self, name: str, fn: Callable, *, atomic=False, undo=None) -> Any:
+        """Run ``fn(derive(name))`` once for this unit: a retry gets its stored
+        result (see ``idempotency.shared.steps.Steps.step``)."""
+        if self.steps is None:
+            raise self.steps_refused()
+        return self.steps.step(name, fn, atomic=atomic, undo=undo)
+
+    def steps_refused(self) -> Exception:
+        """The error ``step()`` raises where the unit runs without steps."""
+        raise NotImplementedError

@@ -98,7 +98,7 @@ def check_crash_before_ack(consumer: Consumer) -> None:
     """The consumer commits, the process dies before the ack, the broker
     redelivers the same message: one effect (failure case 4)."""
     __tracebackhide__ = True
-    points, delta = _probe(consumer, "crash before ack")
+    points, delta = _probe(consumer, "crash before ack", commit_points())
     if not points.points:
         raise g.CannotCheck(
             "crash before ack",
@@ -119,7 +119,7 @@ def check_crash_anywhere(consumer: Consumer) -> None:
     """The process dies just before and just after each durable point of the
     consumer; after the redelivery the effect must be there exactly once."""
     __tracebackhide__ = True
-    points, delta = _probe(consumer, "crash anywhere")
+    points, delta = _probe(consumer, "crash anywhere", commit_points())
     count = len(points.points)
     problems = [
         problem
@@ -148,13 +148,7 @@ def check_crash_after_each_step(consumer: Consumer) -> None:
     counts, one per outside effect, to have each judged on its own)."""
     __tracebackhide__ = True
     case = "crash after each step"
-    require_committed_transactions(case)
-    message = consumer.message()
-    before = g.measure(consumer.effects)
-    with step_kills() as probe:
-        consumer.hand(message)
-    after = g.measure(consumer.effects)
-    _require_an_effect(consumer, before, after)
+    probe, before, after = _watch(consumer, case, step_kills())
     if not probe.steps:
         raise g.CannotCheck(
             case,
@@ -192,16 +186,23 @@ def _steps_lease() -> timedelta:
 CONSUMER_CHECKS = (check_redelivery, check_crash_before_ack, check_crash_anywhere)
 
 
-def _probe(consumer: Consumer, case: str):
-    """Deliver one message cleanly; return its durable points and its effect."""
+def _probe(consumer: Consumer, case: str, watch):
+    """Deliver one message cleanly; return what ``watch`` saw and its effect."""
+    seen, before, after = _watch(consumer, case, watch)
+    return seen, after - before
+
+
+def _watch(consumer: Consumer, case: str, watch):
+    """Deliver one message cleanly under ``watch`` (a context manager that
+    records the run); return its record and the effects before and after."""
     require_committed_transactions(case)
     message = consumer.message()
     before = g.measure(consumer.effects)
-    with commit_points() as points:
+    with watch as seen:
         consumer.hand(message)
     after = g.measure(consumer.effects)
     _require_an_effect(consumer, before, after)
-    return points, after - before
+    return seen, before, after
 
 
 def _crash_and_redeliver(consumer, number, when, delta) -> str | None:

@@ -22,7 +22,7 @@ from .exceptions import (
     UnitFinished,
     UnitRunning,
 )
-from .handle import UNDO_PREFIX, as_json, error_text, store_point
+from .handle import UNDO_PREFIX, announce_step, as_json, error_text, store_point
 from .models import StepRecord, UnitRecord
 
 UnitState = UnitRecord.State
@@ -142,16 +142,8 @@ def _undo(unit, step, db, lease) -> None:
         if not stored:
             _lost(unit)
         StepRecord.objects.using(db).filter(pk=step.pk).update(state=StepState.UNDONE)
-        signals.send_on_commit(
-            signals.step_done,
-            UnitRecord,
-            using=db,
-            kind=unit.kind,
-            unit=unit.pk,
-            intent=unit.intent,
-            step=name,
-            attempt=unit.attempt,
-            undo=True,
+        announce_step(
+            unit.kind, unit.pk, unit.intent, name, unit.attempt, undo=True, using=db
         )
 
 

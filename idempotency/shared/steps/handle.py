@@ -236,16 +236,14 @@ class Steps:
             raise StepTakenOver(
                 f"A newer attempt holds this unit; step {name!r} was not stored."
             )
-        signals.send_on_commit(
-            signals.step_done,
-            UnitRecord,
-            using=self.using,
-            kind=self.unit.kind,
-            unit=self.unit.identity,
-            intent=self.unit.intent,
-            step=name,
-            attempt=self.attempt,
+        announce_step(
+            self.unit.kind,
+            self.unit.identity,
+            self.unit.intent,
+            name,
+            self.attempt,
             undo=False,
+            using=self.using,
         )
 
     def _note_failure(self, name: str, exc: Exception) -> None:
@@ -313,6 +311,23 @@ class Steps:
             attempt=self.attempt,
         )
         self.state, self.reason = UnitState.COMPENSATED, reason
+
+
+def announce_step(
+    kind: str, identity: str, intent: str, name: str, attempt: int, *, undo: bool, using
+) -> None:
+    """step_done, once the recovery point (a step's or an undo's) commits."""
+    signals.send_on_commit(
+        signals.step_done,
+        UnitRecord,
+        using=using,
+        kind=kind,
+        unit=identity,
+        intent=intent,
+        step=name,
+        attempt=attempt,
+        undo=undo,
+    )
 
 
 def store_point(using, *, unit, attempt, state, lease_until, now, **step) -> bool:
