@@ -85,12 +85,17 @@ def main(argv=None):
         seconds = time.monotonic() - began
         sections[part] = f"{section}\n\n*(bench.{part}: {when}, {seconds:.0f} s)*\n"
         print(sections[part], flush=True)
+        # After each part: a later part that fails keeps the earlier figures.
+        _write(sections)
+    print(f"wrote {PAGE}: {', '.join(chosen)} in {time.monotonic() - started:.0f} s")
+
+
+def _write(sections: dict[str, str]) -> None:
     header = HEADER.format(machine=machine())
     body = "\n".join(
         f"{MARKER.format(part)}\n{sections[part]}" for part in PARTS if part in sections
     )
     PAGE.write_text(header + "\n" + body)
-    print(f"wrote {PAGE}: {', '.join(chosen)} in {time.monotonic() - started:.0f} s")
 
 
 if __name__ == "__main__":

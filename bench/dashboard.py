@@ -58,10 +58,11 @@ FILL = {
         "now() - (n %% 604800) * interval '1 second', 1, 0, '', ''",
     ),
     InboxMessage: (
-        "(subscriber, message_id, received_at, duplicates)",
+        "(subscriber, message_id, received_at, duplicates, state)",
         "SELECT 'shop.reserve_stock', md5(n::text), "
         "now() - (n %% 604800) * interval '1 second', "
-        "CASE WHEN n %% 100 = 0 THEN 1 ELSE 0 END",
+        "CASE WHEN n %% 100 = 0 THEN 1 ELSE 0 END, "
+        "CASE WHEN n %% 5000 = 0 THEN 'dead' ELSE 'applied' END",
     ),
     WebhookReceipt: (
         "(source, delivery_id, event_type, headers, body, body_sha256, state, "
