@@ -10,15 +10,22 @@ charges for the same bookkeeping:
 * lease: the key INSERT in autocommit, then BEGIN, order INSERT, key UPDATE,
   COMMIT;
 * a replay's read: one indexed SELECT of a key's record.
+
+``DjangoFloor`` sends the same statements through Django's own connection
+(``connection.cursor()``, ``transaction.atomic()``): what any Django code
+pays for them, before the keys do anything of their own.
 """
 
 import json
 import time
 import uuid
+from contextlib import contextmanager
 from datetime import timedelta
 
 import psycopg
 from django.conf import settings
+from django.db import connection as django_connection
+from django.db import transaction
 from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord
@@ -29,6 +36,10 @@ ATOMIC = "atomic floor (psycopg)"
 LEASE = "lease floor (psycopg)"
 READ = "indexed SELECT (psycopg)"
 KINDS = (ORDER_INSERT, ATOMIC, LEASE, READ)
+DJANGO_ORDER_INSERT = "autocommit order INSERT (Django cursor)"
+DJANGO_ATOMIC = "atomic floor (Django cursor)"
+DJANGO_LEASE = "lease floor (Django cursor)"
+DJANGO_KINDS = (DJANGO_ORDER_INSERT, DJANGO_ATOMIC, DJANGO_LEASE)
 # About the size of the order's rendered answer, as the record keeps it.
 BODY = json.dumps(
     {"id": 1, "sku": "BOOK-1", "quantity": 1, "status": "pending"}
@@ -86,15 +97,24 @@ class Floor:
         getattr(self, "_" + kind.split()[0])()
         return time.perf_counter_ns() - started
 
+    def _execute(self, sql, params):
+        """The statement's first row, if it returns any."""
+        cursor = self.connection.execute(sql, params)
+        return cursor.fetchone() if cursor.description else None
+
+    @contextmanager
+    def _transaction(self):
+        self.connection.execute("BEGIN")
+        yield
+        self.connection.execute("COMMIT")
+
     def _order(self):
-        return self.connection.execute(
-            self.order_sql, [self.owner_id, timezone.now()]
-        ).fetchone()[0]
+        return self._execute(self.order_sql, [self.owner_id, timezone.now()])[0]
 
     def _key(self, locked_until):
         self.last_key = str(uuid.uuid4())
         now = timezone.now()
-        return self.connection.execute(
+        return self._execute(
             self.key_sql,
             [
                 f"user:{self.owner_id}",
@@ -104,10 +124,10 @@ class Floor:
                 now,
                 now + timedelta(days=1),
             ],
-        ).fetchone()[0]
+        )[0]
 
     def _complete(self, record_id, order_id):
-        self.connection.execute(
+        self._execute(
             self.complete_sql,
             [BODY, HEADERS, str(order_id), timezone.now(), record_id],
         )
@@ -116,20 +136,32 @@ class Floor:
         self._order()
 
     def _atomic(self):
-        self.connection.execute("BEGIN")
-        record_id = self._key(None)
-        self._complete(record_id, self._order())
-        self.connection.execute("COMMIT")
+        with self._transaction():
+            record_id = self._key(None)
+            self._complete(record_id, self._order())
 
     def _lease(self):
         record_id = self._key(timezone.now() + timedelta(seconds=30))
-        self.connection.execute("BEGIN")
-        self._complete(record_id, self._order())
-        self.connection.execute("COMMIT")
+        with self._transaction():
+            self._complete(record_id, self._order())
 
     def _indexed(self):
         if self.last_key is None:
             self._atomic()
-        self.connection.execute(
-            self.read_sql, [f"user:{self.owner_id}", self.last_key]
-        ).fetchone()
+        self._execute(self.read_sql, [f"user:{self.owner_id}", self.last_key])
+
+
+class DjangoFloor(Floor):
+    """The same statements through Django's default connection: its cursor
+    wrapper and ``transaction.atomic()`` (BEGIN on the first statement)."""
+
+    def __init__(self, owner_id):
+        super().__init__(None, owner_id)
+
+    def _execute(self, sql, params):
+        with django_connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone() if cursor.description else None
+
+    def _transaction(self):
+        return transaction.atomic()

@@ -91,6 +91,13 @@ def run() -> str:
     with floors.connect() as psycopg_connection:
         floor = floors.Floor(psycopg_connection, user.pk)
         extra = {name: lambda key, kind=name: floor.send(kind) for name in floors.KINDS}
+        django_floor = floors.DjangoFloor(user.pk)
+        extra.update(
+            {
+                name: lambda key, kind=name: django_floor.send(kind)
+                for name in floors.DJANGO_KINDS
+            }
+        )
         for _ in range(WARMUP):
             for firsts, _replays in kinds.values():
                 for sender in firsts.values():
@@ -288,11 +295,13 @@ def _profile(send) -> str:
 
 
 def _counted(firsts, replays):
-    """Statements the DRF floor and each replay send, counted."""
+    """Statements the DRF floor, each first request and each replay send,
+    counted."""
     counts = {}
-    with CaptureQueriesContext(connection) as queries:
-        firsts[FLOOR](None)
-    counts[FLOOR] = len(queries.captured_queries)
+    for name in (FLOOR, BARE, KEYED, LEASED):
+        with CaptureQueriesContext(connection) as queries:
+            firsts[name](_key())
+        counts[name] = len(queries.captured_queries)
     for name, (first, sender) in replays.items():
         key = _key()
         firsts[first](key)
@@ -401,12 +410,28 @@ def _in_process_tables(local, counted) -> str:
         )
     parts.append(
         "The floors, sent by psycopg on one connection in the same rounds "
-        "(`bench.floors`: the statements alone, no Django):\n\n"
+        "(`bench.floors`: the statements alone, no Django), then the same "
+        "statements through Django's own cursor and `transaction.atomic()`, "
+        "what any Django code pays for them:\n\n"
         + _latency_table(local[""], base=floors.ORDER_INSERT, targets={})
     )
+    statements = counted[CACHED]
+    parts.append(
+        "Statements each first request sends, counted (the floors' are "
+        f"5 in both modes): bare view {statements[BARE]}, keyed atomic "
+        f"{statements[KEYED]} (the replay read, BEGIN, the claim, SAVEPOINT, "
+        "the order, the completion, RELEASE, COMMIT), keyed lease "
+        f"{statements[LEASED]} (the claim in autocommit, BEGIN, the order, "
+        "the completion, COMMIT)."
+    )
     rows = []
-    for name, floor in ((KEYED, floors.ATOMIC), (LEASED, floors.LEASE)):
+    overheads = (
+        (KEYED, floors.ATOMIC, floors.DJANGO_ATOMIC),
+        (LEASED, floors.LEASE, floors.DJANGO_LEASE),
+    )
+    for name, floor, django_floor in overheads:
         floor_overhead = psycopg[floor] - psycopg[floors.ORDER_INSERT]
+        django_overhead = psycopg[django_floor] - psycopg[floors.DJANGO_ORDER_INSERT]
         for auth in (CACHED, SESSION):
             overhead = median[auth][name] - median[auth][BARE]
             ratio = overhead / floor_overhead
@@ -417,13 +442,25 @@ def _in_process_tables(local, counted) -> str:
                     f"{floor_overhead:.3f}",
                     f"{ratio:.2f}x",
                     _verdict(ratio, OVERHEAD_TARGETS[name]),
+                    f"{django_overhead:.3f}",
+                    f"{overhead / django_overhead:.2f}x",
                 )
             )
     parts.append(
         "Keyed overhead (keyed median - bare median) over the psycopg floor's "
-        "(its statements - the autocommit order INSERT):\n\n"
+        "(its statements - the autocommit order INSERT), and over the same "
+        "floor sent through Django's cursor:\n\n"
         + table(
-            ("request", "overhead ms", "floor overhead ms", "ratio", "target"), rows
+            (
+                "request",
+                "overhead ms",
+                "floor overhead ms",
+                "ratio",
+                "target",
+                "Django-cursor floor overhead ms",
+                "ratio to it",
+            ),
+            rows,
         )
     )
     rows = []
