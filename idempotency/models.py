@@ -73,10 +73,14 @@ class IdempotencyRecord(models.Model):
             models.Index(
                 fields=["state", "locked_until"], name="idempotency_state_idx"
             ),
-            models.Index(fields=["created_at"], name="idempotency_created_idx"),
             models.Index(fields=["key"], name="idempotency_key_idx"),
+            # The console's time series and its operation filter, newest first.
+            # created_at leads: an index led by operation was the planner's
+            # pick for a key's read whenever its statistics had not seen the
+            # operation yet (a new one, autovacuum behind), and every read then
+            # walked all of that operation's rows.
             models.Index(
-                fields=["operation", "created_at"], name="idempotency_operation_idx"
+                fields=["created_at", "operation"], name="idempotency_created_op_idx"
             ),
         ]
 

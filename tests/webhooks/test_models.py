@@ -21,9 +21,8 @@ def test_one_receipt_per_source_and_delivery(clock):
 def test_the_console_lists_have_named_indexes():
     names = {index.name for index in WebhookReceipt._meta.indexes}
     assert names == {
-        "webhooks_received_idx",
+        "webhooks_received_src_idx",
         "webhooks_state_received_idx",
-        "webhooks_source_received_idx",
-        "webhooks_source_state_idx",
+        "webhooks_state_source_idx",
         "webhooks_done_idx",
     }
