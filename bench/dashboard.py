@@ -23,6 +23,7 @@ LISTS = (
     "/admin/idempotency/idempotencyrecord/?state__exact=failed",
     "/admin/idempotency/idempotencyrecord/?lease=stuck",
     "/admin/idempotency/idempotencyrecord/?scope=user:7",
+    "/admin/idempotency/idempotencyrecord/?operation=op.3",
     "/admin/idempotency/idempotencyrecord/?q=k-5",
     "/admin/outbox/outboxmessage/",
     "/admin/outbox/outboxmessage/?state__exact=dead",
@@ -30,6 +31,7 @@ LISTS = (
     "/admin/inbox/inboxmessage/?duplicates=yes",
     "/admin/inbox/inboxmessage/?q=5",
     "/admin/webhooks/webhookreceipt/",
+    "/admin/webhooks/webhookreceipt/?source__exact=stripe",
     "/admin/webhooks/webhookreceipt/?state__exact=failed&source__exact=github",
     "/admin/webhooks/webhookreceipt/?q=d-5",
 )
