@@ -32,7 +32,13 @@ def purgeable_counts(now=None, *, cap=None) -> dict[str, int]:
 
 
 def purge(
-    *, only=None, batch_size=DEFAULT_BATCH_SIZE, dry_run=False, now=None, progress=None
+    *,
+    only=None,
+    batch_size=DEFAULT_BATCH_SIZE,
+    pause: float = 0.0,
+    dry_run=False,
+    now=None,
+    progress=None,
 ) -> dict[str, int]:
     """Delete the purgeable rows of the kinds in ``only`` (every registered kind
     when it is None); return counts per kind.
@@ -40,11 +46,15 @@ def purge(
     Each batch is its own short transaction and re-checks the kind's filter,
     so a row that changed since it was selected (a receipt reprocessed, a key
     re-claimed) is left alone, and writers are never blocked for more than
-    one batch. ``progress(kind, deleted_so_far)`` is called after each batch.
+    one batch. ``pause``: seconds to rest after each full batch, so that on a
+    busy database the writers get its CPU and disk back between batches (0:
+    flat out). ``progress(kind, deleted_so_far)`` is called after each batch.
     A kind whose retention its app refuses raises ImproperlyConfigured first.
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
+    if not pause >= 0:  # NaN too
+        raise ValueError("pause must be 0 or more seconds")
     kinds = contributions.retention_kinds()
     if only is not None and not only:
         # An empty choice (``--only ""``) is a mistake, never "every kind".
@@ -70,7 +80,7 @@ def purge(
     deleted = {}
     for name, purgeables in chosen.items():
         deleted[name] = sum(
-            _purge_rows(name, purgeable, now, batch_size, progress)
+            _purge_rows(name, purgeable, now, batch_size, pause, progress)
             for purgeable in purgeables
         )
         if deleted[name]:
@@ -86,7 +96,7 @@ def purge(
     return deleted
 
 
-def _purge_rows(name, purgeable, now, batch_size, progress) -> int:
+def _purge_rows(name, purgeable, now, batch_size, pause, progress) -> int:
     deleted = 0
     while True:
         rows = purgeable(now)
@@ -107,3 +117,5 @@ def _purge_rows(name, purgeable, now, batch_size, progress) -> int:
             progress(name, deleted)
         if count < batch_size:
             return deleted
+        if pause:
+            clock.sleep(pause)

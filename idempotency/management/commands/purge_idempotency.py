@@ -30,14 +30,28 @@ class Command(BaseCommand):
             default=retention.DEFAULT_BATCH_SIZE,
             help="Rows per transaction (default %(default)s).",
         )
+        parser.add_argument(
+            "--pause",
+            type=float,
+            default=0.0,
+            metavar="SECONDS",
+            help="Rest after each full batch, so writers on a busy database "
+            "get it back between batches (default: none).",
+        )
 
-    def handle(self, *args, dry_run, only, batch_size, verbosity, **options):
+    def handle(self, *args, dry_run, only, batch_size, pause, verbosity, **options):
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1.")
+        if not pause >= 0:
+            raise CommandError("--pause must be 0 or more seconds.")
         progress = self._progress if verbosity > 1 else None
         try:
             counts = retention.purge(
-                only=only, batch_size=batch_size, dry_run=dry_run, progress=progress
+                only=only,
+                batch_size=batch_size,
+                pause=pause,
+                dry_run=dry_run,
+                progress=progress,
             )
         except (ValueError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc

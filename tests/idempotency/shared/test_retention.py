@@ -79,6 +79,35 @@ def test_small_batches_delete_everything_and_report_progress(mixed_records):
     assert seen == [1, 2, 3]
 
 
+@pytest.fixture
+def rests(monkeypatch):
+    """The pauses the purge took, instead of taking them."""
+    taken = []
+    monkeypatch.setattr(retention.clock, "sleep", taken.append)
+    return taken
+
+
+def test_a_pause_rests_after_each_full_batch_only(mixed_records, rests):
+    counts = retention.purge(only=["idempotency"], batch_size=2, pause=0.25)
+
+    assert counts == {"idempotency": 3}
+    # Batches of 2 then 1: a short batch is the last, with nothing to rest for.
+    assert rests == [0.25]
+
+
+def test_no_pause_never_rests(mixed_records, rests):
+    retention.purge(only=["idempotency"], batch_size=1)
+
+    assert rests == []
+
+
+@pytest.mark.parametrize("pause", [-1, float("nan")])
+def test_a_negative_pause_is_refused(pause, mixed_records):
+    with pytest.raises(ValueError, match="pause"):
+        retention.purge(only=["idempotency"], pause=pause)
+    assert len(remaining_keys()) == 5
+
+
 def test_unknown_kind_is_refused():
     with pytest.raises(ValueError, match="nope"):
         retention.purge(only=["nope"])
@@ -115,6 +144,8 @@ def test_command_dry_run_and_progress(mixed_records):
         (["--only", ""], "at least one kind: idempotency, "),
         (["--only", ","], "at least one kind: idempotency, "),
         (["--batch-size", "0"], "at least 1"),
+        (["--pause", "-0.5"], "0 or more seconds"),
+        (["--pause", "nan"], "0 or more seconds"),
     ],
 )
 def test_command_refuses_bad_options_readably(args, message, mixed_records):
@@ -123,10 +154,21 @@ def test_command_refuses_bad_options_readably(args, message, mixed_records):
     assert len(remaining_keys()) == 5  # nothing deleted
 
 
-def test_celery_task_runs_the_same_purge(mixed_records):
+def test_command_pauses_between_batches(mixed_records, rests):
+    call_command(
+        "purge_idempotency", "--only=idempotency", "--batch-size=1", "--pause=0.1"
+    )
+
+    assert rests == [0.1, 0.1, 0.1]
+
+
+def test_celery_task_runs_the_same_purge(mixed_records, rests):
     from idempotency.tasks import purge
 
-    assert purge.run(only=["idempotency"]) == {"idempotency": 3}
+    assert purge.run(only=["idempotency"], batch_size=2, pause=0.5) == {
+        "idempotency": 3
+    }
+    assert rests == [0.5]
 
 
 class PausingQuerySet(IdempotencyRecordQuerySet):
