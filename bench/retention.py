@@ -1,6 +1,7 @@
 """Purge a million expired keys while a writer keeps claiming new ones."""
 
 import multiprocessing
+import os
 import time
 import uuid
 from datetime import timedelta
@@ -19,6 +20,8 @@ BATCH_SIZE = 1000
 BASELINE_SECONDS = 5
 # The writer's p99 insert during the purge against its p99 alone, same run.
 P99_TARGET = 2.0
+# The purge flat out, then resting this long after each batch (seconds).
+PAUSES = (0.0, float(os.environ.get("BENCH_PURGE_PAUSE", 0.005)))
 
 
 def fill_expired(rows=ROWS):
@@ -78,6 +81,29 @@ def _writer(stop, started, results):
 
 def run() -> str:
     database.prepare()
+    runs = {pause: _purge_beside_writer(pause) for pause in PAUSES}
+    names = {pause: _name(pause) for pause in PAUSES}
+    rows = [
+        (figure, *(runs[pause][figure] for pause in PAUSES))
+        for figure in runs[PAUSES[0]]
+    ]
+    return (
+        f"## Retention: purge {ROWS:,} expired keys under write load\n\n"
+        f"`retention.purge(only=['idempotency'], batch_size={BATCH_SIZE})` on "
+        "PostgreSQL while a separate writer process claims new keys (insert + "
+        f"commit) every 2 ms; the writer runs alone for {BASELINE_SECONDS} s "
+        "first, in the same run. Flat out, then with `pause` (`--pause`: a rest "
+        "after each full batch), each on a fresh fill.\n\n"
+        + table(("figure", *names.values()), rows)
+        + "\n"
+    )
+
+
+def _name(pause: float) -> str:
+    return f"pause {pause * 1000:g} ms" if pause else "flat out"
+
+
+def _purge_beside_writer(pause: float) -> dict[str, str]:
     fill_expired()
     # The writer must not share this process's connection (or its GIL).
     connections.close_all()
@@ -88,7 +114,7 @@ def run() -> str:
     time.sleep(BASELINE_SECONDS)  # the writer's baseline before the purge starts
     started.set()
     began = time.perf_counter()
-    counts = retention.purge(only=["idempotency"], batch_size=BATCH_SIZE)
+    counts = retention.purge(only=["idempotency"], batch_size=BATCH_SIZE, pause=pause)
     elapsed = time.perf_counter() - began
     stop.set()
     latencies, before = results.get(timeout=30)
@@ -98,25 +124,17 @@ def run() -> str:
     deleted = counts["idempotency"]
     ratio = percentile_ms(during, 0.99) / percentile_ms(alone, 0.99)
     verdict = "met" if ratio <= P99_TARGET else "missed"
-    rows = [
-        ("keys deleted", f"{deleted:,}"),
-        ("purge time", f"{elapsed:.1f} s"),
-        ("rows/s", f"{deleted / elapsed:,.0f}"),
-        ("writer inserts alone, then during purge", f"{len(alone):,}, {len(during):,}"),
-        ("writer median insert alone", f"{median_ms(alone):.2f} ms"),
-        ("writer median insert during purge", f"{median_ms(during):.2f} ms"),
-        ("writer p99 insert alone", f"{percentile_ms(alone, 0.99):.2f} ms"),
-        ("writer p99 insert during purge", f"{percentile_ms(during, 0.99):.2f} ms"),
-        (
-            "p99 during purge vs alone",
-            f"{ratio:.2f}x (target <= {P99_TARGET:.0f}x: {verdict})",
+    return {
+        "keys deleted": f"{deleted:,}",
+        "purge time": f"{elapsed:.1f} s",
+        "rows/s": f"{deleted / elapsed:,.0f}",
+        "writer inserts alone, then during purge": f"{len(alone):,}, {len(during):,}",
+        "writer median insert alone": f"{median_ms(alone):.2f} ms",
+        "writer median insert during purge": f"{median_ms(during):.2f} ms",
+        "writer p99 insert alone": f"{percentile_ms(alone, 0.99):.2f} ms",
+        "writer p99 insert during purge": f"{percentile_ms(during, 0.99):.2f} ms",
+        "p99 during purge vs alone": (
+            f"{ratio:.2f}x (target <= {P99_TARGET:.0f}x: {verdict})"
         ),
-        ("writer worst insert during purge", f"{max(during) / 1e6:.1f} ms"),
-    ]
-    return (
-        f"## Retention: purge {ROWS:,} expired keys under write load\n\n"
-        f"`retention.purge(only=['idempotency'], batch_size={BATCH_SIZE})` on "
-        "PostgreSQL while a separate writer process claims new keys (insert +\n"
-        f"commit) every 2 ms; the writer runs alone for {BASELINE_SECONDS} s "
-        "first, in the same run.\n\n" + table(("figure", "value"), rows) + "\n"
-    )
+        "writer worst insert during purge": f"{max(during) / 1e6:.1f} ms",
+    }
