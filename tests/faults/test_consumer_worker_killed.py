@@ -65,7 +65,9 @@ def test_a_consumer_killed_mid_task_is_redelivered_and_applied_once(
         def consumed():
             received = InboxMessage.objects.count() == len(ORDERS)
             dropped = InboxMessage.objects.aggregate(n=Sum("duplicates"))["n"]
-            return marker.exists() and received and dropped == duplicates
+            # At least: a redelivery that runs past the 2 s visibility timeout
+            # (a loaded machine) is restored once more, and dropped too.
+            return marker.exists() and received and dropped >= duplicates
 
         wait_until(consumed, "the messages were not consumed", worker=worker)
         assert "SIGKILL" in worker.log()  # the pool saw its child die
