@@ -7,6 +7,7 @@ other apps, so dependencies keep pointing one way.
 """
 
 import logging
+import math
 
 from django.db import router, transaction
 from django.db.models import Subquery
@@ -53,8 +54,8 @@ def purge(
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
-    if not pause >= 0:  # NaN too
-        raise ValueError("pause must be 0 or more seconds")
+    if not (math.isfinite(pause) and pause >= 0):
+        raise ValueError(f"pause must be 0 or more seconds, not {pause!r}")
     kinds = contributions.retention_kinds()
     if only is not None and not only:
         # An empty choice (``--only ""``) is a mistake, never "every kind".

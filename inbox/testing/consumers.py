@@ -98,7 +98,7 @@ def check_crash_before_ack(consumer: Consumer) -> None:
     """The consumer commits, the process dies before the ack, the broker
     redelivers the same message: one effect (failure case 4)."""
     __tracebackhide__ = True
-    points, delta = _probe(consumer, "crash before ack", commit_points())
+    points, delta = _probe(consumer, "crash before ack")
     if not points.points:
         raise g.CannotCheck(
             "crash before ack",
@@ -119,7 +119,7 @@ def check_crash_anywhere(consumer: Consumer) -> None:
     """The process dies just before and just after each durable point of the
     consumer; after the redelivery the effect must be there exactly once."""
     __tracebackhide__ = True
-    points, delta = _probe(consumer, "crash anywhere", commit_points())
+    points, delta = _probe(consumer, "crash anywhere")
     count = len(points.points)
     problems = [
         problem
@@ -186,10 +186,10 @@ def _steps_lease() -> timedelta:
 CONSUMER_CHECKS = (check_redelivery, check_crash_before_ack, check_crash_anywhere)
 
 
-def _probe(consumer: Consumer, case: str, watch):
-    """Deliver one message cleanly; return what ``watch`` saw and its effect."""
-    seen, before, after = _watch(consumer, case, watch)
-    return seen, after - before
+def _probe(consumer: Consumer, case: str):
+    """Deliver one message cleanly; return its durable points and its effect."""
+    points, before, after = _watch(consumer, case, commit_points())
+    return points, after - before
 
 
 def _watch(consumer: Consumer, case: str, watch):

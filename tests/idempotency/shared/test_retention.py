@@ -101,7 +101,7 @@ def test_no_pause_never_rests(mixed_records, rests):
     assert rests == []
 
 
-@pytest.mark.parametrize("pause", [-1, float("nan")])
+@pytest.mark.parametrize("pause", [-1, float("nan"), float("inf")])
 def test_a_negative_pause_is_refused(pause, mixed_records):
     with pytest.raises(ValueError, match="pause"):
         retention.purge(only=["idempotency"], pause=pause)
@@ -146,6 +146,7 @@ def test_command_dry_run_and_progress(mixed_records):
         (["--batch-size", "0"], "at least 1"),
         (["--pause", "-0.5"], "0 or more seconds"),
         (["--pause", "nan"], "0 or more seconds"),
+        (["--pause", "inf"], "0 or more seconds"),
     ],
 )
 def test_command_refuses_bad_options_readably(args, message, mixed_records):
