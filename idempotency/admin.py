@@ -55,9 +55,8 @@ class IdempotencyRecordAdmin(console.ReadOnlyAdmin):
     search_fields = ["key__exact"]
     search_help_text = _("Exact key (use the scope filter for a scope).")
     date_hierarchy = "created_at"
-    ordering = ["-created_at"]
     actions = ["release_stuck_keys"]
-    fields = readonly_fields = (
+    fields = (
         "scope",
         "operation",
         "key",

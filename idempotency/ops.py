@@ -4,14 +4,8 @@ from datetime import timedelta
 
 from django.utils.translation import gettext as _
 
-from .console.panels import (
-    Figure,
-    Panel,
-    capped_count,
-    changelist_url,
-    hourly_counts,
-    in_state,
-)
+from .console import panels
+from .console.panels import Figure, Panel
 from .models import IdempotencyRecord
 
 State = IdempotencyRecord.State
@@ -24,23 +18,19 @@ def purgeable(now):
 def panel(now) -> Panel:
     records = IdempotencyRecord.objects
     day_ago = now - timedelta(hours=24)
-    stuck = capped_count(records.stuck(now))
     return Panel(
         _("Idempotency keys"),
         [
-            in_state(IdempotencyRecord, _("pending keys"), State.PENDING),
-            Figure(
-                _("stuck leases"),
-                stuck,
-                changelist_url(IdempotencyRecord, lease="stuck"),
-                alert=stuck != 0,
+            panels.in_state(IdempotencyRecord, _("pending keys"), State.PENDING),
+            panels.stuck_leases(
+                IdempotencyRecord, _("stuck leases"), records.stuck(now)
             ),
             Figure(
                 _("failed attempts (24 h)"),
-                capped_count(
+                panels.capped_count(
                     records.filter(state=State.FAILED, created_at__gte=day_ago)
                 ),
-                changelist_url(
+                panels.changelist_url(
                     IdempotencyRecord,
                     state__exact=State.FAILED,
                     created_at__gte=day_ago.isoformat(),
@@ -51,4 +41,4 @@ def panel(now) -> Panel:
 
 
 def created_per_hour(since):
-    return hourly_counts(IdempotencyRecord.objects, "created_at", since)
+    return panels.hourly_counts(IdempotencyRecord.objects, "created_at", since)

@@ -33,9 +33,8 @@ class InboxMessageAdmin(console.ReadOnlyAdmin):
     search_fields = ["message_id__exact"]
     search_help_text = _("Exact message id (the outbox id for our own events).")
     date_hierarchy = "received_at"
-    ordering = ["-received_at"]
     actions = ["replay"]
-    fields = readonly_fields = (
+    fields = (
         "subscriber",
         "message_id",
         "state",

@@ -60,9 +60,8 @@ class OutboxMessageAdmin(console.ReadOnlyAdmin):
     search_fields = ["id__exact", "aggregateid__exact"]
     search_help_text = _("Exact message id or aggregate id.")
     date_hierarchy = "created_at"
-    ordering = ["-created_at"]
     actions = ["requeue"]
-    fields = readonly_fields = (
+    fields = (
         "id",
         "aggregatetype",
         "aggregateid",

@@ -135,11 +135,10 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
     search_fields = ["delivery_id__exact"]
     search_help_text = _("Exact delivery id.")
     date_hierarchy = "received_at"
-    ordering = ["-received_at"]
     actions = ["replay", "force_reprocess"]
     # Above the list: the replays each source accepts (replay_notes).
     change_list_template = "admin/webhooks/webhookreceipt/change_list.html"
-    fields = readonly_fields = (
+    fields = (
         "source",
         "delivery_id",
         "event_type",

@@ -51,6 +51,16 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     # State value -> colour of its badge in the list (a Badge colour).
     state_colours: dict[str, str] = {}
 
+    def get_readonly_fields(self, request, obj=None):
+        # Every field it shows, model fields and display methods alike.
+        return self.fields or self.readonly_fields
+
+    def get_ordering(self, request):
+        # Newest first on its date hierarchy, unless it says otherwise.
+        if not self.ordering and self.date_hierarchy:
+            return [f"-{self.date_hierarchy}"]
+        return super().get_ordering(request)
+
     def changelist_view(self, request, extra_context=None):
         refused = unstorable_parameters(request.GET)
         if refused:

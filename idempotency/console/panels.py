@@ -57,6 +57,14 @@ def in_state(model, label: str, state: str, *, alert: bool = False) -> Figure:
     return Figure(label, count, url, alert=alert and count != 0)
 
 
+def stuck_leases(model, label: str, stuck_rows) -> Figure:
+    """The rows of ``model`` whose lease expired mid-work, linking to its list
+    filtered on them; any such row wants an operator."""
+    count = capped_count(stuck_rows)
+    url = changelist_url(model, lease="stuck")
+    return Figure(label, count, url, alert=count != 0)
+
+
 def hourly_counts(queryset, field_name: str, since: datetime) -> dict:
     """Count rows per hour of ``field_name`` from ``since``, one indexed query."""
     rows = (

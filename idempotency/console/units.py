@@ -15,7 +15,7 @@ from ..shared import clock, units
 from ..shared.steps import StepError, compensate
 from ..shared.steps.models import StepRecord, UnitRecord
 from . import admin as console
-from .panels import Figure, Panel, capped_count, changelist_url, in_state
+from .panels import Panel, in_state, stuck_leases
 
 UnitState = UnitRecord.State
 StepState = StepRecord.State
@@ -116,10 +116,9 @@ class UnitAdmin(console.ReadOnlyAdmin):
     search_fields = ["id__exact"]
     search_help_text = _("Exact unit identity (64 hex digits).")
     date_hierarchy = "created_at"
-    ordering = ["-created_at"]
     actions = ["release_units", "abandon_units"]
     inlines = [StepInline]
-    fields = readonly_fields = (
+    fields = (
         "label",
         "kind",
         "id",
@@ -215,16 +214,12 @@ class UnitAdmin(console.ReadOnlyAdmin):
 
 def panel(now) -> Panel:
     rows = UnitRecord.objects
-    stuck_count = capped_count(stuck(rows, now))
     return Panel(
         _g("Units of work (steps)"),
         [
             in_state(UnitRecord, _g("running"), UnitState.RUNNING),
-            Figure(
-                _g("stuck mid-steps (lease expired)"),
-                stuck_count,
-                changelist_url(UnitRecord, lease="stuck"),
-                alert=stuck_count != 0,
+            stuck_leases(
+                UnitRecord, _g("stuck mid-steps (lease expired)"), stuck(rows, now)
             ),
             in_state(
                 UnitRecord, _g("compensating"), UnitState.COMPENSATING, alert=True
