@@ -9,10 +9,9 @@ from idempotency.shared.inserts import insert_shape
 if TYPE_CHECKING:  # the models import these querysets
     from .models import InboxMessage  # noqa: F401 (named in QuerySet[...])
 
-# The claim statement by database alias: built once, since receive() runs it
-# for every delivery.
-_claims: dict[str, str] = {}
-_running_claims: dict[str, str] = {}
+# (statement builder, database alias) -> its SQL: built once, since receive()
+# runs a claim for every delivery.
+_statements: dict[tuple, str] = {}
 _CLAIMED = ("subscriber", "message_id", "received_at", "duplicates", "state")
 _RUNNING_CLAIMED = (*_CLAIMED, "locked_until")
 _BURIED = (
@@ -69,9 +68,6 @@ class InboxMessageManager(_BaseManager):
         counts a duplicate (or inserts, if that one rolled back): no
         check-then-insert.
         """
-        connection = connections[using]
-        insert = insert_shape(self.model, connection, _CLAIMED)
-        sql = _claims.get(using) or _claim_sql(insert, connection)
         values = {
             "subscriber": subscriber,
             "message_id": message_id,
@@ -79,9 +75,7 @@ class InboxMessageManager(_BaseManager):
             "duplicates": 0,
             "state": APPLIED,
         }
-        with connection.cursor() as cursor:
-            cursor.execute(sql, insert.params(values, connection))
-            (duplicates,) = cursor.fetchone()
+        (duplicates,) = self._upsert(_CLAIMED, _claim_sql, values, using=using)
         # A new row starts at 0, a dead one is taken over at 0 (nothing was
         # applied, so nothing was dropped); an applied one has just gone to 1+.
         return duplicates == 0
@@ -98,9 +92,6 @@ class InboxMessageManager(_BaseManager):
         both take it: the second one's update waits for the first's row
         lock, then finds the new lease.
         """
-        connection = connections[using]
-        insert = insert_shape(self.model, connection, _RUNNING_CLAIMED)
-        sql = _running_claims.get(using) or _running_claim_sql(insert, connection)
         values = {
             "subscriber": subscriber,
             "message_id": message_id,
@@ -109,9 +100,7 @@ class InboxMessageManager(_BaseManager):
             "state": RUNNING,
             "locked_until": now + lease,
         }
-        with connection.cursor() as cursor:
-            cursor.execute(sql, insert.params(values, connection))
-            row = cursor.fetchone()
+        row = self._upsert(_RUNNING_CLAIMED, _running_claim_sql, values, using=using)
         return row[0] if row else BUSY
 
     def release(self, subscriber, message_id, *, using) -> None:
@@ -142,8 +131,6 @@ class InboxMessageManager(_BaseManager):
         One statement, in its own transaction (the attempts' rolled back). A
         row some other delivery applied meanwhile is left applied.
         """
-        connection = connections[using]
-        insert = insert_shape(self.model, connection, _BURIED)
         values = {
             "subscriber": subscriber,
             "message_id": message_id,
@@ -154,10 +141,20 @@ class InboxMessageManager(_BaseManager):
             "last_error": error,
             "redrive": redrive,
         }
+        self._upsert(_BURIED, _bury_sql, values, using=using)
+
+    def _upsert(self, columns, build_sql, values, *, using):
+        """Run one of the statements above: built once per database, sent as
+        one statement. Returns the row it returned, or None."""
+        connection = connections[using]
+        insert = insert_shape(self.model, connection, columns)
+        key = (build_sql, using)
+        sql = _statements.get(key) or _statements.setdefault(
+            key, build_sql(insert, connection)
+        )
         with connection.cursor() as cursor:
-            cursor.execute(
-                _bury_sql(insert, connection), insert.params(values, connection)
-            )
+            cursor.execute(sql, insert.params(values, connection))
+            return cursor.fetchone() if cursor.description else None
 
 
 def _on_conflict(insert, connection) -> str:
@@ -170,17 +167,14 @@ def _on_conflict(insert, connection) -> str:
 
 
 def _claim_sql(insert, connection) -> str:
-    column = _columns(insert, connection)
-    duplicates, received, state = (
-        column("duplicates"),
-        column("received_at"),
-        column("state"),
+    duplicates, received, state = _quoted(
+        insert, connection, "duplicates", "received_at", "state"
     )
     # Every right-hand side reads the row as it was: a dead row is taken
     # over (applied from now on, remembered from now on), an applied one
     # counts a duplicate.
     was_dead = f"{insert.table}.{state} = '{DEAD}'"
-    sql = _claims[connection.alias] = (
+    return (
         f"{insert.sql} {_on_conflict(insert, connection)} DO UPDATE SET "
         f"{duplicates} = {insert.table}.{duplicates} "
         f"+ CASE WHEN {was_dead} THEN 0 ELSE 1 END, "
@@ -189,16 +183,11 @@ def _claim_sql(insert, connection) -> str:
         f"{state} = '{APPLIED}' "
         f"RETURNING {duplicates}"
     )
-    return sql
 
 
 def _running_claim_sql(insert, connection) -> str:
-    column = _columns(insert, connection)
-    duplicates, received, state, locked = (
-        column("duplicates"),
-        column("received_at"),
-        column("state"),
-        column("locked_until"),
+    duplicates, received, state, locked = _quoted(
+        insert, connection, "duplicates", "received_at", "state", "locked_until"
     )
     # As in _claim_sql, the right-hand sides read the row as it was: an
     # applied one counts a duplicate and stays applied; a dead one, or a
@@ -206,7 +195,7 @@ def _running_claim_sql(insert, connection) -> str:
     # running one under a live lease is left alone: no row comes back.
     was = f"{insert.table}.{state}"
     applied = f"{was} = '{APPLIED}'"
-    sql = _running_claims[connection.alias] = (
+    return (
         f"{insert.sql} {_on_conflict(insert, connection)} DO UPDATE SET "
         f"{duplicates} = {insert.table}.{duplicates} "
         f"+ CASE WHEN {applied} THEN 1 ELSE 0 END, "
@@ -219,25 +208,19 @@ def _running_claim_sql(insert, connection) -> str:
         f"AND {insert.table}.{locked} > excluded.{received}) "
         f"RETURNING {state}"
     )
-    return sql
 
 
 def _bury_sql(insert, connection) -> str:
-    column = _columns(insert, connection)
-    updated = ", ".join(
-        f"{column(name)} = excluded.{column(name)}" for name in _BURIED[3:]
-    )
+    *buried, state = _quoted(insert, connection, *_BURIED[3:], "state")
+    updated = ", ".join(f"{column} = excluded.{column}" for column in buried)
     return (
         f"{insert.sql} {_on_conflict(insert, connection)} DO UPDATE SET {updated} "
         # A running row is a steps consumer's that gave up: dead now too.
-        f"WHERE {insert.table}.{column('state')} IN ('{DEAD}', '{RUNNING}')"
+        f"WHERE {insert.table}.{state} IN ('{DEAD}', '{RUNNING}')"
     )
 
 
-def _columns(insert, connection):
+def _quoted(insert, connection, *names) -> list[str]:
+    """The quoted columns of the named fields, in order."""
     opts = insert.fields[0].model._meta
-
-    def column(name):
-        return connection.ops.quote_name(opts.get_field(name).column)
-
-    return column
+    return [connection.ops.quote_name(opts.get_field(name).column) for name in names]
