@@ -13,30 +13,40 @@ class IdempotencyError(OnceError):
 
 
 class KeyMissing(IdempotencyError):
-    status = 400
+    """The view requires a key (``required=True``) and the request sent none."""
+
     type = "key-missing"
     title = "Idempotency-Key header is required"
 
 
 class KeyMalformed(IdempotencyError):
-    status = 400
+    """The header is not one key: empty, too long, not visible ASCII, or a
+    quoted string left open."""
+
     type = "key-malformed"
     title = "Idempotency-Key header is malformed"
 
 
 class BodyTooDeep(IdempotencyError):
-    status = 400
+    """The body nests deeper than the fingerprint reads; the view did not run."""
+
     type = "body-too-deep"
     title = "The request body is nested too deeply to read"
 
 
 class AnonymousKey(IdempotencyError):
+    """The scope resolver found no client for a keyed request, and the view
+    does not let anonymous clients share the "anonymous" scope."""
+
     status = 403
     type = "anonymous-key"
     title = "Idempotency keys need an authenticated client"
 
 
 class AnonymousKeysExhausted(IdempotencyError):
+    """Anonymous clients hold ``ANONYMOUS_MAX_KEYS`` live keys for this
+    operation already; retry once some expire."""
+
     status = 429
     type = "anonymous-keys-exhausted"
     title = "Too many live anonymous idempotency keys for this operation"
@@ -44,12 +54,17 @@ class AnonymousKeysExhausted(IdempotencyError):
 
 
 class PayloadMismatch(IdempotencyError):
+    """The key came back with another method, path or body: a client bug, never
+    answered with the stored response."""
+
     status = 422
     type = "key-reused"
     title = "Idempotency-Key was already used with a different request"
 
 
 class RequestInFlight(IdempotencyError):
+    """Another request holds the key and has not finished; retry after a second."""
+
     status = 409
     type = "request-in-flight"
     title = "A request with this Idempotency-Key is still being processed"
@@ -57,17 +72,26 @@ class RequestInFlight(IdempotencyError):
 
 
 class LeaseLost(RequestInFlight):
+    """This attempt outlived its lease and a newer one took the key, so its
+    answer is not stored."""
+
     type = "lease-lost"
     title = "A newer attempt took over this Idempotency-Key"
 
 
 class AnswerNotKept(IdempotencyError):
+    """The first request completed but its answer was not stored (a streamed or
+    oversized response); the work is not run again."""
+
     status = 409
     type = "answer-not-kept"
     title = "The answer to this Idempotency-Key was not kept"
 
 
 class AnswerNotShared(IdempotencyError):
+    """The stored answer set cookies or a session for another client; it is not
+    replayed to this one."""
+
     status = 409
     type = "answer-not-shared"
     title = "The answer to this Idempotency-Key belongs to another session"

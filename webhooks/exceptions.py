@@ -43,6 +43,8 @@ class WebhookError(OnceError):
 
 
 class UnknownSource(WebhookError):
+    """The URL names no source in ``WEBHOOKS["SOURCES"]``."""
+
     status = 404
     type = "webhook-unknown-source"
     title = "Unknown webhook source."
@@ -66,18 +68,27 @@ class BodyRefused(WebhookError):
 
 
 class LengthRequired(BodyRefused):
+    """A body without a Content-Length, on a WSGI server that cannot say where
+    it ends."""
+
     status = 411
     type = "webhook-length-required"
     title = "Content-Length required."
 
 
 class BodyTooLarge(BodyRefused):
+    """The body is over the source's ``MAX_BODY_SIZE``; nothing past the limit
+    was read."""
+
     status = 413
     type = "webhook-too-large"
     title = "Webhook body too large."
 
 
 class EncodedBody(BodyRefused):
+    """A compressed body: its signature covers the bytes sent, which this
+    intake does not inflate."""
+
     status = 415
     type = "webhook-unsupported-encoding"
     title = "Webhook body must not be compressed."
