@@ -22,15 +22,24 @@ def check_settings(app_configs=None, **kwargs):
 
 def check_ttls(app_configs=None, **kwargs):
     """The TTL setting and each view's ttl pass the TTL's floor and outlast
-    LEASE + WAIT, as a keyed request checks its own at first use."""
+    LEASE + WAIT, and a steps-mode view's stays within UNIT_RETENTION (the
+    setting's is the retention check's), as a keyed request checks its own
+    at first use."""
+    from .claims import STEPS
+    from .stepping import within_unit_retention
+
     try:
         setting = idempotency_settings.TTL
     except ImproperlyConfigured:
         return []  # reported by check_settings
     errors = []
-    for where, value in [("IDEMPOTENCY['TTL']", setting), *_view_ttls()]:
+    for where, value, mode in [("IDEMPOTENCY['TTL']", setting, ""), *_view_ttls()]:
         try:
-            outlasting_ttl(key_ttl(value), where)
+            ttl = outlasting_ttl(key_ttl(value), where)
+            if mode == STEPS:
+                within_unit_retention(ttl, where)
+        except ImproperlyConfigured:
+            continue  # UNIT_RETENTION itself: reported by the settings check
         except InvalidSetting as exc:
             message = str(exc) if exc.check_id else f"{where} {exc}"
             check_id = exc.check_id or "idempotency.E003"
@@ -38,14 +47,14 @@ def check_ttls(app_configs=None, **kwargs):
     return errors
 
 
-def _view_ttls() -> Iterator[tuple[str, Any]]:
-    """The ttl of every guarded view, as written."""
+def _view_ttls() -> Iterator[tuple[str, Any, str]]:
+    """The ttl of every guarded view, as written, and the view's mode."""
     for policy in _served_policies():
         if policy.ttl is not None:
-            yield f"The ttl of {policy.operation!r}", policy.ttl
+            yield f"The ttl of {policy.operation!r}", policy.ttl, policy.mode
     for name, cls in _mixin_classes().items():
         if cls.idempotency_ttl is not None:
-            yield f"{name}.idempotency_ttl", cls.idempotency_ttl
+            yield f"{name}.idempotency_ttl", cls.idempotency_ttl, cls.idempotency_mode
 
 
 def _mixin_classes() -> dict[str, Any]:

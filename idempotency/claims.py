@@ -132,14 +132,19 @@ def view_ttl(value, name: str) -> timedelta | None:
 
 def operation_ttl(policy: Policy) -> timedelta:
     """How long this operation's keys live, refused when shorter than a lease
-    and a wait (LEASE and WAIT are read at request time, never at import;
+    and a wait, or (a steps-mode view's own) longer than UNIT_RETENTION.
+
+    The settings are read at request time, never at import:
     ``override_settings`` may change them, so the view's TTL, checked once,
-    is compared again here: a comparison, no validation)."""
+    is compared again here (a comparison, no validation)."""
     if policy.ttl is None:
         ttl, where = idempotency_settings.TTL, "IDEMPOTENCY['TTL']"
     else:
         ttl, where = policy.ttl, f"The ttl of {policy.operation!r}"
     try:
+        if policy.mode == STEPS and policy.ttl is not None:
+            # The TTL setting's own comparison is the retention check's.
+            stepping.within_unit_retention(ttl, where)
         return outlasting_ttl(ttl, where)
     except InvalidSetting as exc:
         raise IdempotencyConfigurationError(f"{exc} {exc.hint}") from None

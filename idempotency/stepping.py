@@ -15,7 +15,8 @@ from .conf import idempotency_settings
 from .exceptions import IdempotencyConfigurationError, LeaseLost, OperationAbandoned
 from .models import IdempotencyRecord
 from .shared import problems, steps
-from .shared.settings import as_timedelta
+from .shared.conf import shared_settings
+from .shared.settings import InvalidSetting, as_timedelta, seconds
 
 
 def refuse_atomic_requests(using: str) -> None:
@@ -37,6 +38,26 @@ def atomic_requests_message(using: str) -> str:
 def owner_retention():
     """How long a key can bring a retry into its unit: the keys' TTL."""
     return as_timedelta(idempotency_settings.TTL)
+
+
+def within_unit_retention(ttl, where: str):
+    """A steps-mode view's own TTL (``where`` names it), refused when it
+    outlives UNIT_RETENTION, as the TTL setting is (``idempotency.E016``).
+
+    Its finished units would be purged while its keys still bring retries:
+    a retry of a request that died after its steps finished, before its
+    answer was stored, would run them all again.
+    """
+    retention = shared_settings.UNIT_RETENTION
+    if ttl > retention:
+        raise InvalidSetting(
+            f"{where} is {seconds(ttl)}, longer than IDEMPOTENCY['UNIT_RETENTION'] "
+            f"({seconds(retention)}): its units would be purged while its keys "
+            "still bring retries.",
+            "Raise IDEMPOTENCY['UNIT_RETENTION'] or shorten the view's ttl.",
+            check_id="idempotency.E016",
+        )
+    return ttl
 
 
 def begin(claim, records) -> steps.Steps:

@@ -66,9 +66,9 @@ SHARED_OPTIONS = {
         "idempotency.E016",
         doc="How long a finished unit of steps (done or compensated) and its "
         "step log are kept before ``purge_idempotency`` deletes them. At least the "
-        "longest retention of a unit's owner (keys' TTL, INBOX and WEBHOOKS "
-        "RETENTION, idempotency.E016): a unit purged while its owner can still "
-        "retry would run its steps again.",
+        "longest retention of a unit's owner (keys' TTL and every steps-mode "
+        "view's own ttl, INBOX and WEBHOOKS RETENTION, idempotency.E016): a "
+        "unit purged while its owner can still retry would run its steps again.",
     ),
 }
 

@@ -101,6 +101,27 @@ def test_a_views_ttl_shorter_than_lease_plus_wait_is_an_error(settings):
     assert "The ttl of 'widget.function' is 60 s" in error.msg
 
 
+def test_a_steps_views_ttl_longer_than_unit_retention_is_an_error(
+    settings, monkeypatch
+):
+    from tests.testapp import steps_views
+
+    settings.IDEMPOTENCY = {"UNIT_RETENTION": timedelta(days=2)}
+    monkeypatch.setattr(steps_views.PaymentView, "idempotency_ttl", 3 * 86400)
+    [error] = [e for e in check_ttls() if "PaymentView" in e.msg]
+    assert error.id == "idempotency.E016"
+    assert "idempotency_ttl is 259200 s, longer than" in error.msg
+    assert error.hint
+
+
+def test_another_modes_ttl_may_outlive_unit_retention(settings, monkeypatch):
+    from tests.testapp import views
+
+    settings.IDEMPOTENCY = {"UNIT_RETENTION": timedelta(days=2)}
+    monkeypatch.setattr(views.ChargeView, "idempotency_ttl", 3 * 86400)
+    assert not [e for e in check_ttls() if "ChargeView" in e.msg]
+
+
 def test_a_mixins_ttl_under_the_floor_is_an_error(settings, monkeypatch):
     from tests.testapp import views
 

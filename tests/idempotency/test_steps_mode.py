@@ -119,6 +119,20 @@ def test_a_steps_view_under_atomic_requests_is_refused_before_any_claim(
     assert provider.calls == 0
 
 
+def test_a_views_ttl_longer_than_unit_retention_is_refused_before_any_step(
+    api, settings, monkeypatch
+):
+    # Its finished units would be purged while its keys still bring retries.
+    settings.IDEMPOTENCY = {"UNIT_RETENTION": timedelta(days=2)}
+    monkeypatch.setattr(steps_views.PaymentView, "idempotency_ttl", 3 * 86400)
+
+    with pytest.raises(IdempotencyConfigurationError, match="UNIT_RETENTION"):
+        api.post(URL, {"amount": 500}, key="k")
+    assert not IdempotencyRecord.objects.exists()
+    assert not UnitRecord.objects.exists()
+    assert provider.calls == 0
+
+
 def test_a_non_atomic_steps_view_runs_under_atomic_requests(
     api, atomic_requests, monkeypatch
 ):
