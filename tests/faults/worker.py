@@ -9,6 +9,9 @@ The test arms it through the worker's environment:
   statement (it ran inside the task's transaction, nothing is committed);
 - ``FAULTS_KILL_ONCE``: a marker file; only the process that creates it dies,
   so the redelivery runs through.
+
+It also registers the webhook handlers those workers run: a plain one, and a
+steps one with the test app's crash points (``ONCE_TEST_CRASH_AT``).
 """
 
 import os
@@ -77,3 +80,26 @@ def count_push(event):
     from tests.testapp.models import Widget
 
     Widget.objects.create(name=f"push {event.delivery_id}")
+
+
+@on("github", "release", steps=True)
+def charge_release(event):
+    """A steps handler with a keyed outside call and a local write, and the
+    crash points of ``tests.testapp.crashes`` around and inside both."""
+    from tests.testapp.crashes import crash_point
+    from tests.testapp.payments import charge_card
+
+    crash_point("before:charge")
+    charge = event.step("charge", lambda key: charge_card(500, key))
+    crash_point("after:charge")
+    event.step("widget", lambda key: _release_widget(charge["id"]), atomic=True)
+    crash_point("after:widget")
+
+
+def _release_widget(charge_id):
+    from tests.testapp.crashes import crash_point
+    from tests.testapp.models import Widget
+
+    widget = Widget.objects.create(name=f"release {charge_id}")
+    crash_point("call:widget")  # inserted, its recovery point not committed
+    return widget.pk

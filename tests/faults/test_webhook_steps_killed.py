@@ -1,0 +1,107 @@
+"""A worker running a webhook's steps handler dies of SIGKILL at every step
+boundary: the provider's redelivered task takes the receipt over once its
+lease lapses and resumes at the first unfinished step.
+
+The handler (``tests.faults.worker.charge_release``) charges the fake
+provider with its step's key, then writes a widget in an atomic step. The
+provider counts one charge a key, so a charge made and not yet recorded
+("call:charge") is asked for again under the same key and made once.
+"""
+
+import uuid
+
+import pytest
+from django.test import Client
+
+from idempotency.shared.steps.models import StepRecord, UnitRecord
+from tests.fakes import fake_services
+from tests.testapp.crashes import CRASH_AT, CRASH_ONCE
+from tests.testapp.models import Widget
+from tests.webhooks import signing
+from webhooks.models import WebhookReceipt
+
+from .processes import celery_worker, send_task, wait_until
+
+pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
+
+SETTINGS = "tests.faults.steps_settings"
+ENQUEUED = []
+
+
+def enqueue(receipt_id):
+    """WEBHOOKS["ENQUEUE"] of these tests: the test sends the task itself."""
+    ENQUEUED.append(receipt_id)
+
+
+@pytest.fixture
+def receipt_id(settings, django_capture_on_commit_callbacks):
+    """One release delivery, received and stored by the intake."""
+    ENQUEUED.clear()
+    settings.WEBHOOKS = {
+        "SOURCES": {
+            "github": {"VERIFIER": "github", "SECRETS": [signing.GITHUB_SECRET]}
+        },
+        "ENQUEUE": f"{__name__}.enqueue",
+    }
+    body = signing.event_body("release-1")
+    headers = signing.github_headers(body, delivery_id="release-1", event="release")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = Client().post(
+            "/webhooks/github/", body, content_type="application/json", headers=headers
+        )
+    assert response.status_code == 202
+    return ENQUEUED[-1]
+
+
+@pytest.mark.parametrize(
+    ("crash_at", "charge_calls"),
+    [
+        ("before:charge", 1),
+        # Charged, its recovery point not stored: asked again, same key.
+        ("call:charge", 2),
+        ("after:charge", 1),
+        # The widget's INSERT ran in the step's transaction, which died open.
+        ("call:widget", 1),
+        # Every step recorded; the receipt was not marked processed.
+        ("after:widget", 1),
+    ],
+)
+def test_a_steps_handler_killed_at_a_step_boundary_makes_each_effect_once(
+    receipt_id, tmp_path, crash_at, charge_calls
+):
+    marker = tmp_path / "crashed"
+    queue = f"faults-webhook-steps-{uuid.uuid4().hex[:8]}"
+    task = "webhooks.process_receipt"
+    with fake_services() as fakes:
+        env = {**fakes.env(), CRASH_AT: crash_at, CRASH_ONCE: str(marker)}
+        # solo: the handler runs in the worker's own process, so the worker
+        # dies with it and the task's message stays unacked in Redis.
+        with celery_worker(queue, settings=SETTINGS, **env) as worker:
+            send_task(task, queue=queue, args=[receipt_id])
+            assert worker.wait_exit() == -9
+        assert marker.exists()
+        receipt = WebhookReceipt.objects.get()
+        assert receipt.state == WebhookReceipt.State.RECEIVED
+        assert receipt.locked_until is not None  # the dead worker's lease
+
+        # Redis gives the unacked message to the next worker; the receipt
+        # answers "leased" until the dead worker's lease lapses, then runs.
+        with celery_worker(queue, settings=SETTINGS, **env) as worker:
+
+            def processed():
+                receipt.refresh_from_db()
+                return receipt.state == WebhookReceipt.State.PROCESSED
+
+            wait_until(processed, "the receipt was not processed", worker=worker)
+
+        assert fakes.effects.count("charge") == 1
+        assert fakes.effects.calls["charge"] == charge_calls
+    assert Widget.objects.count() == 1
+    assert receipt.locked_until is None
+    unit = UnitRecord.objects.get()
+    assert unit.state == UnitRecord.State.DONE
+    steps = StepRecord.objects.filter(unit=unit).order_by("created_at")
+    assert [(step.name, step.state) for step in steps] == [
+        ("charge", "done"),
+        ("widget", "done"),
+    ]
