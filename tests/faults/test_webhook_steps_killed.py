@@ -11,13 +11,11 @@ provider counts one charge a key, so a charge made and not yet recorded
 import uuid
 
 import pytest
-from django.test import Client
 
 from idempotency.shared.steps.models import StepRecord, UnitRecord
 from tests.fakes import fake_services
 from tests.testapp.crashes import CRASH_AT, CRASH_ONCE
 from tests.testapp.models import Widget
-from tests.webhooks import signing
 from webhooks.models import WebhookReceipt
 
 from .processes import celery_worker, send_task, wait_until
@@ -25,32 +23,12 @@ from .processes import celery_worker, send_task, wait_until
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
 SETTINGS = "tests.faults.steps_settings"
-ENQUEUED = []
-
-
-def enqueue(receipt_id):
-    """WEBHOOKS["ENQUEUE"] of these tests: the test sends the task itself."""
-    ENQUEUED.append(receipt_id)
 
 
 @pytest.fixture
-def receipt_id(settings, django_capture_on_commit_callbacks):
+def receipt_id(intake):
     """One release delivery, received and stored by the intake."""
-    ENQUEUED.clear()
-    settings.WEBHOOKS = {
-        "SOURCES": {
-            "github": {"VERIFIER": "github", "SECRETS": [signing.GITHUB_SECRET]}
-        },
-        "ENQUEUE": f"{__name__}.enqueue",
-    }
-    body = signing.event_body("release-1")
-    headers = signing.github_headers(body, delivery_id="release-1", event="release")
-    with django_capture_on_commit_callbacks(execute=True):
-        response = Client().post(
-            "/webhooks/github/", body, content_type="application/json", headers=headers
-        )
-    assert response.status_code == 202
-    return ENQUEUED[-1]
+    return intake("release-1", event="release")
 
 
 @pytest.mark.parametrize(

@@ -5,10 +5,8 @@ next."""
 import uuid
 
 import pytest
-from django.test import Client
 
 from tests.testapp.models import Widget
-from tests.webhooks import signing
 from webhooks.models import WebhookReceipt
 
 from .processes import celery_worker, send_task, wait_until
@@ -16,38 +14,6 @@ from .processes import celery_worker, send_task, wait_until
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
 State = WebhookReceipt.State
-ENQUEUED = []
-
-
-def enqueue(receipt_id):
-    """WEBHOOKS["ENQUEUE"] of these tests: the test sends the task itself."""
-    ENQUEUED.append(receipt_id)
-
-
-@pytest.fixture
-def intake(settings, django_capture_on_commit_callbacks):
-    ENQUEUED.clear()
-    settings.WEBHOOKS = {
-        "SOURCES": {
-            "github": {"VERIFIER": "github", "SECRETS": [signing.GITHUB_SECRET]}
-        },
-        "ENQUEUE": f"{__name__}.enqueue",
-    }
-
-    def deliver(delivery_id):
-        body = signing.event_body(delivery_id)
-        headers = signing.github_headers(body, delivery_id=delivery_id)
-        with django_capture_on_commit_callbacks(execute=True):
-            response = Client().post(
-                "/webhooks/github/",
-                body,
-                content_type="application/json",
-                headers=headers,
-            )
-        assert response.status_code == 202
-        return ENQUEUED[-1]
-
-    return deliver
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,3 @@
+"""Fixtures of the fault tests."""
+
+from .intake import intake  # noqa: F401 (a fixture)
