@@ -29,7 +29,7 @@ from idempotency.shared.testing.messages import (
     call_with_task_kwargs,
     new_message,
 )
-from idempotency.shared.testing.steps import each_once, growth, step_kills
+from idempotency.shared.testing.steps import growth, kill_after_each_step, step_kills
 
 from ..conf import inbox_settings
 
@@ -155,23 +155,14 @@ def check_crash_after_each_step(consumer: Consumer) -> None:
             "the consumer ran no step: is it a steps consumer whose outside "
             "calls go through delivery.step()?",
         )
-    delta = growth(before, after)
-    problems = []
-    for number, name in enumerate(probe.steps, 1):
+
+    def start():
         message = consumer.message()
-        before = g.measure(consumer.effects)
-        with controlled_clock() as clock:
-            with step_kills(kill_after=number) as kills, suppress(SimulatedCrash):
-                consumer.hand(message)
-            if kills.killed is None:
-                continue  # this run took a shorter path
-            # A dead worker's lease lapses before its message comes back.
-            clock.advance(_steps_lease())
-            consumer.hand(message)
-        problems += [
-            f"killed right after step {name!r}, then redelivered: {verdict}"
-            for verdict in each_once(before, g.measure(consumer.effects), delta)
-        ]
+        return lambda: consumer.hand(message)
+
+    problems = kill_after_each_step(
+        probe.steps, start, consumer.effects, growth(before, after), _steps_lease()
+    )
     if problems:
         raise g.broken(
             CRASH_AFTER_STEP, f"the consumer's steps: {probe.describe()}", *problems

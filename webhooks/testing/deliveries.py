@@ -20,6 +20,7 @@ from django.urls import reverse
 
 from idempotency.shared import clock
 from idempotency.shared.testing import guarantees as g
+from idempotency.shared.testing.clock import controlled_clock
 from idempotency.shared.testing.crashes import (
     AFTER,
     BEFORE,
@@ -27,7 +28,15 @@ from idempotency.shared.testing.crashes import (
     commit_points,
     require_committed_transactions,
 )
+from idempotency.shared.testing.steps import (
+    each_once,
+    growth,
+    kill_after_each_step,
+    step_kills,
+)
 
+from ..conf import webhooks_settings
+from ..handlers import handlers_for, runs_steps
 from ..models import WebhookReceipt
 from ..processing import HandlerFailed, process
 from .signing import CannotSign, SignedDelivery, sign, signer, verifier_kind
@@ -37,6 +46,10 @@ REDELIVERED_WEBHOOK = (
 )
 CRASHED_WEBHOOK = (
     "a webhook whose worker died while processing it is applied exactly once"
+)
+CRASHED_STEPS_WEBHOOK = (
+    "a steps handler killed right after any of its steps runs each step's "
+    "effect once in the end: the redelivered task resumes, repeating nothing"
 )
 STALE_WEBHOOK = "an event older than the state it would overwrite is ignored"
 NEWER_WEBHOOK = (
@@ -64,7 +77,8 @@ class Webhook:
     ``body()`` returns a new event (a JSON object as the provider sends it,
     or bytes) for each delivery: create what it refers to, and make each
     distinct (GitHub and HMAC sources dedupe identical bodies too).
-    ``effects()`` returns a number that grows with the handlers' effect. For
+    ``effects()`` returns a number that grows with the handlers' effect (or a
+    dict of such numbers, one per outside effect, each judged on its own). For
     the order case, ``state(body)`` reads the state the event about ``body``
     sets, and ``older_body(newer)`` returns an older event about the same
     object (by default ``newer`` itself) of type ``older_event_type``.
@@ -227,16 +241,64 @@ def check_webhook_crash(webhook: Webhook) -> None:
                 desk.process(receipt_id)
         after = g.measure(webhook.effects)
         _require_an_effect(webhook, before, after)
-        delta = after - before
+        delta = growth(before, after)
         problems = g.Problems(
             CRASHED_WEBHOOK, f"processing's durable points: {points.describe()}"
         )
         for number in range(1, len(points.points) + 1):
             for when in (BEFORE, AFTER):
-                problem = _crash_and_retry(webhook, desk, number, when, delta)
-                if problem:
-                    problems.append(problem)
+                problems.extend(_crash_and_retry(webhook, desk, number, when, delta))
     problems.raise_if_any()
+
+
+def check_webhook_crash_after_each_step(webhook: Webhook) -> None:
+    """A steps handler dies right after each of its steps' recovery points in
+    turn; once its lease lapses the task is redelivered: each effect must
+    have happened once. An outside call made outside ``event.step()`` is
+    made again by the redelivery that resumes past the steps."""
+    __tracebackhide__ = True
+    case = "webhook crash after each step"
+    require_committed_transactions(case)
+    if not _runs_steps(webhook):
+        raise g.CannotCheck(
+            case,
+            f"the handlers of {webhook.source} {webhook.event_type} are not "
+            f"steps handlers: register them with @on({webhook.source!r}, "
+            f"{webhook.event_type!r}, steps=True).",
+        )
+    with intake(webhook.url) as desk:
+        before = g.measure(webhook.effects)
+        with step_kills() as probe:
+            desk.deliver(webhook.signed(webhook.body()))
+        after = g.measure(webhook.effects)
+        _require_an_effect(webhook, before, after)
+
+        def start():
+            _, queued = desk.accept(webhook.signed(webhook.body()))
+            return lambda: _process_all(desk, queued)
+
+        problems = kill_after_each_step(
+            probe.steps, start, webhook.effects, growth(before, after), _steps_lease()
+        )
+    if problems:
+        raise g.broken(
+            CRASHED_STEPS_WEBHOOK,
+            f"{webhook.source} {webhook.event_type}; its steps: {probe.describe()}",
+            *problems,
+        )
+
+
+def _process_all(desk: "Intake", queued: list[int]) -> None:
+    for receipt_id in queued:
+        desk.process(receipt_id)
+
+
+def _runs_steps(webhook: Webhook) -> bool:
+    return runs_steps(handlers_for(webhook.source, webhook.event_type))
+
+
+def _steps_lease() -> timedelta:
+    return webhooks_settings.STEPS_LEASE + timedelta(seconds=1)
 
 
 def check_webhook_order(webhook: Webhook) -> None:
@@ -390,21 +452,26 @@ def _carries_event_time(source) -> bool:
         pytest.skip(str(exc))
 
 
-def _crash_and_retry(webhook, desk, number, when, delta) -> str | None:
+def _crash_and_retry(webhook, desk, number, when, delta) -> list[str]:
     delivery = webhook.signed(webhook.body())
     before = g.measure(webhook.effects)
     _, queued = desk.accept(delivery)
-    with commit_points(crash_at=number, when=when) as points, suppress(SimulatedCrash):
-        for receipt_id in queued:
-            desk.process(receipt_id)
-    if points.crashed is None:
-        return None
-    for receipt_id in queued:  # the unacked task, redelivered
-        desk.process(receipt_id)
-    verdict = g.once_verdict(before, g.measure(webhook.effects), delta)
-    return verdict and (
+    with controlled_clock() as moved:
+        with (
+            commit_points(crash_at=number, when=when) as points,
+            suppress(SimulatedCrash),
+        ):
+            for receipt_id in queued:
+                desk.process(receipt_id)
+        if points.crashed is None:
+            return []
+        if _runs_steps(webhook):
+            moved.advance(_steps_lease())  # the dead worker's lease lapses
+        _process_all(desk, queued)  # the unacked task, redelivered
+    return [
         f"the worker died {points.crashed}, then the task was redelivered: {verdict}"
-    )
+        for verdict in each_once(before, g.measure(webhook.effects), delta)
+    ]
 
 
 def _require_an_effect(webhook, before, after):
@@ -425,6 +492,7 @@ def _receipt(delivery: SignedDelivery):
 
 
 __all__ = [
+    "CRASHED_STEPS_WEBHOOK",
     "CRASHED_WEBHOOK",
     "NEWER_WEBHOOK",
     "REDELIVERED_WEBHOOK",
@@ -434,6 +502,7 @@ __all__ = [
     "Intake",
     "Webhook",
     "check_webhook_crash",
+    "check_webhook_crash_after_each_step",
     "check_webhook_newer_after_older",
     "check_webhook_order",
     "check_webhook_redelivery",

@@ -5,6 +5,8 @@ suites run)."""
 
 from typing import Any
 
+import pytest
+
 from idempotency.shared.testing.suites import Suite
 
 from . import deliveries
@@ -48,6 +50,14 @@ class WebhookSuite(Suite):
 
     def test_a_worker_dying_while_processing_applies_it_once(self):
         deliveries.check_webhook_crash(self.webhook())
+
+    def test_a_crash_after_each_step_runs_each_step_once(self):
+        webhook = self.webhook()
+        if not deliveries.runs_steps(
+            deliveries.handlers_for(webhook.source, webhook.event_type)
+        ):
+            pytest.skip("not a steps handler (@on(..., steps=True))")
+        deliveries.check_webhook_crash_after_each_step(webhook)
 
     def test_an_older_event_arriving_late_is_ignored(self):
         deliveries.check_webhook_order(self.webhook())

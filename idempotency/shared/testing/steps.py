@@ -9,18 +9,21 @@ unit's lease stays taken, its owner never marks it finished. Without
 
 ``each_once()`` judges the effects afterwards: each counted effect (a number,
 or a dict of numbers, one per outside effect) must have grown exactly as
-much as a clean run made it grow.
+much as a clean run made it grow. ``kill_after_each_step()`` runs the whole
+case for a consumer or a webhook handler.
 """
 
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from idempotency.shared.signals import step_done
 
+from .clock import controlled_clock
 from .crashes import SimulatedCrash
-from .guarantees import once_verdict
+from .guarantees import measure, once_verdict
 
 
 @dataclass
@@ -55,6 +58,35 @@ def step_kills(kill_after: int | None = None) -> Iterator[StepKills]:
         step_done.disconnect(dispatch_uid=uid)
 
 
+def kill_after_each_step(
+    steps: list[str],
+    start: Callable[[], Callable[[], object]],
+    effects: Callable,
+    delta,
+    lease: timedelta,
+) -> list[str]:
+    """For each of ``steps`` (those a clean run made ``effects`` grow by
+    ``delta`` with): ``start()`` a new unit of work and run the callable it
+    returns, killed right after that step; let the dead worker's ``lease``
+    lapse and run it again, as a redelivery does. Returns what went wrong."""
+    problems = []
+    for number, name in enumerate(steps, 1):
+        run = start()
+        before = measure(effects)
+        with controlled_clock() as clock:
+            with step_kills(kill_after=number) as kills, suppress(SimulatedCrash):
+                run()
+            if kills.killed is None:
+                continue  # this run took a shorter path
+            clock.advance(lease)
+            run()
+        problems += [
+            f"killed right after step {name!r}, then redelivered: {verdict}"
+            for verdict in each_once(before, measure(effects), delta)
+        ]
+    return problems
+
+
 def each_once(before, after, delta) -> list[str]:
     """What went wrong with each effect that had to grow by ``delta`` (a
     number, or a dict of numbers by effect); empty when nothing did."""
@@ -75,4 +107,4 @@ def growth(before, after):
     return after - before
 
 
-__all__ = ["StepKills", "each_once", "growth", "step_kills"]
+__all__ = ["StepKills", "each_once", "growth", "kill_after_each_step", "step_kills"]
