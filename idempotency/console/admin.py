@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.utils import flatten
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpResponseBadRequest
@@ -51,15 +52,14 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     # State value -> colour of its badge in the list (a Badge colour).
     state_colours: dict[str, str] = {}
 
-    def get_readonly_fields(self, request, obj=None):
-        # Every field it shows, model fields and display methods alike.
-        return self.fields or self.readonly_fields
-
-    def get_ordering(self, request):
-        # Newest first on its date hierarchy, unless it says otherwise.
-        if not self.ordering and self.date_hierarchy:
-            return [f"-{self.date_hierarchy}"]
-        return super().get_ordering(request)
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # Class attributes, not get_*() overrides: Django's changelist reads
+        # ``ordering`` itself to mark the column a list is sorted on.
+        if not cls.readonly_fields and cls.fields:
+            cls.readonly_fields = flatten(cls.fields)  # every field it shows
+        if cls.ordering is None and cls.date_hierarchy:
+            cls.ordering = [f"-{cls.date_hierarchy}"]  # newest first
 
     def changelist_view(self, request, extra_context=None):
         refused = unstorable_parameters(request.GET)
