@@ -20,15 +20,16 @@ class KeyMissing(IdempotencyError):
 
 
 class KeyMalformed(IdempotencyError):
-    """The header is not one key: empty, too long, not visible ASCII, or a
-    quoted string left open."""
+    """The header is not one key: empty, too long, not visible ASCII, sent
+    twice (a list), or a quoted string that is open or badly escaped."""
 
     type = "key-malformed"
     title = "Idempotency-Key header is malformed"
 
 
 class BodyTooDeep(IdempotencyError):
-    """The body nests deeper than the fingerprint reads; the view did not run."""
+    """The body nests deeper than the fingerprint, or the view's parser, can
+    read: the client's fault, answered 400 rather than 500."""
 
     type = "body-too-deep"
     title = "The request body is nested too deeply to read"
@@ -63,7 +64,8 @@ class PayloadMismatch(IdempotencyError):
 
 
 class RequestInFlight(IdempotencyError):
-    """Another request holds the key and has not finished; retry after a second."""
+    """Another request holds the key and has not finished, or its steps are
+    being compensated; ``Retry-After`` says when to look again."""
 
     status = 409
     type = "request-in-flight"
@@ -80,8 +82,10 @@ class LeaseLost(RequestInFlight):
 
 
 class AnswerNotKept(IdempotencyError):
-    """The first request completed but its answer was not stored (a streamed or
-    oversized response); the work is not run again."""
+    """The first request completed but its answer could not be stored (over
+    ``MAX_STORED_BODY``, a non-error status ``STORE_STATUS`` declines, the
+    session's CSRF token in it, cookies for a client without a session); its
+    work is kept and not run again."""
 
     status = 409
     type = "answer-not-kept"

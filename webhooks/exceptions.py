@@ -68,8 +68,8 @@ class BodyRefused(WebhookError):
 
 
 class LengthRequired(BodyRefused):
-    """A body without a Content-Length, on a WSGI server that cannot say where
-    it ends."""
+    """A chunked body without a Content-Length, on a WSGI server that does not
+    say where it ends (``wsgi.input_terminated``)."""
 
     status = 411
     type = "webhook-length-required"
@@ -77,8 +77,8 @@ class LengthRequired(BodyRefused):
 
 
 class BodyTooLarge(BodyRefused):
-    """The body is over the source's ``MAX_BODY_SIZE``; nothing past the limit
-    was read."""
+    """The body is over the source's ``MAX_BODY_SIZE``: refused on its declared
+    length, or after one byte past the limit was read."""
 
     status = 413
     type = "webhook-too-large"
