@@ -259,7 +259,7 @@ def check_webhook_crash_after_each_step(webhook: Webhook) -> None:
     __tracebackhide__ = True
     case = "webhook crash after each step"
     require_committed_transactions(case)
-    if not _runs_steps(webhook):
+    if not runs_steps_handlers(webhook):
         raise g.CannotCheck(
             case,
             f"the handlers of {webhook.source} {webhook.event_type} are not "
@@ -272,6 +272,12 @@ def check_webhook_crash_after_each_step(webhook: Webhook) -> None:
             desk.deliver(webhook.signed(webhook.body()))
         after = g.measure(webhook.effects)
         _require_an_effect(webhook, before, after)
+        if not probe.steps:
+            raise g.CannotCheck(
+                case,
+                "the handlers ran no step: do their outside calls go through "
+                "event.step()?",
+            )
 
         def start():
             _, queued = desk.accept(webhook.signed(webhook.body()))
@@ -293,7 +299,8 @@ def _process_all(desk: "Intake", queued: list[int]) -> None:
         desk.process(receipt_id)
 
 
-def _runs_steps(webhook: Webhook) -> bool:
+def runs_steps_handlers(webhook: Webhook) -> bool:
+    """Whether the handlers of ``webhook``'s event are steps handlers."""
     return runs_steps(handlers_for(webhook.source, webhook.event_type))
 
 
@@ -465,7 +472,7 @@ def _crash_and_retry(webhook, desk, number, when, delta) -> list[str]:
                 desk.process(receipt_id)
         if points.crashed is None:
             return []
-        if _runs_steps(webhook):
+        if runs_steps_handlers(webhook):
             moved.advance(_steps_lease())  # the dead worker's lease lapses
         _process_all(desk, queued)  # the unacked task, redelivered
     return [
@@ -508,4 +515,5 @@ __all__ = [
     "check_webhook_redelivery",
     "collect",
     "intake",
+    "runs_steps_handlers",
 ]

@@ -53,9 +53,7 @@ class WebhookSuite(Suite):
 
     def test_a_crash_after_each_step_runs_each_step_once(self):
         webhook = self.webhook()
-        if not deliveries.runs_steps(
-            deliveries.handlers_for(webhook.source, webhook.event_type)
-        ):
+        if not deliveries.runs_steps_handlers(webhook):
             pytest.skip("not a steps handler (@on(..., steps=True))")
         deliveries.check_webhook_crash_after_each_step(webhook)
 

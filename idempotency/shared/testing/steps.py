@@ -96,7 +96,7 @@ def each_once(before, after, delta) -> list[str]:
     return [
         f"{name}: {verdict}"
         for name in delta
-        if (verdict := once_verdict(before[name], after[name], delta[name]))
+        if (verdict := once_verdict(before.get(name, 0), after[name], delta[name]))
     ]
 
 
