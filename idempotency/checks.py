@@ -39,7 +39,7 @@ def check_ttls(app_configs=None, **kwargs):
             if mode == STEPS:
                 within_unit_retention(ttl, where)
         except ImproperlyConfigured:
-            continue  # UNIT_RETENTION itself: reported by the settings check
+            continue  # LEASE, WAIT or UNIT_RETENTION: the settings checks say
         except InvalidSetting as exc:
             message = str(exc) if exc.check_id else f"{where} {exc}"
             check_id = exc.check_id or "idempotency.E003"

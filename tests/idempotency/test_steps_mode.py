@@ -133,6 +133,21 @@ def test_a_views_ttl_longer_than_unit_retention_is_refused_before_any_step(
     assert provider.calls == 0
 
 
+def test_a_decorated_steps_views_ttl_is_compared_with_unit_retention(settings):
+    # What @idempotent(mode="steps", ttl=...) builds; the mixin's is the same.
+    from idempotency.claims import STEPS, Policy, operation_ttl
+
+    settings.IDEMPOTENCY = {"UNIT_RETENTION": timedelta(days=2)}
+    within = Policy("op", scope=None, mode=STEPS, ttl=timedelta(days=2))
+    beyond = Policy("op", scope=None, mode=STEPS, ttl=timedelta(days=3))
+    atomic = Policy("op", scope=None, ttl=timedelta(days=3))
+
+    assert operation_ttl(within) == timedelta(days=2)
+    assert operation_ttl(atomic) == timedelta(days=3)
+    with pytest.raises(IdempotencyConfigurationError, match="The ttl of 'op'"):
+        operation_ttl(beyond)
+
+
 def test_a_non_atomic_steps_view_runs_under_atomic_requests(
     api, atomic_requests, monkeypatch
 ):
