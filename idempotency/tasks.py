@@ -6,6 +6,10 @@ from .shared import retention
 
 
 @shared_task(name="idempotency.purge", ignore_result=True)
-def purge(only=None, batch_size=retention.DEFAULT_BATCH_SIZE, pause=0.0):
+def purge(
+    only=None,
+    batch_size=retention.DEFAULT_BATCH_SIZE,
+    pause=retention.DEFAULT_PAUSE,
+):
     """Run the same purge as ``manage.py purge_idempotency``."""
     return retention.purge(only=only, batch_size=batch_size, pause=pause)

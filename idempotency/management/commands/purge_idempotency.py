@@ -33,10 +33,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--pause",
             type=float,
-            default=0.0,
+            default=retention.DEFAULT_PAUSE,
             metavar="SECONDS",
             help="Rest after each full batch, so writers on a busy database "
-            "get it back between batches (default: none).",
+            "get it back between batches (default %(default)s; 0: flat out).",
         )
 
     def handle(self, *args, dry_run, only, batch_size, pause, verbosity, **options):

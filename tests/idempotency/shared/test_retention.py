@@ -96,9 +96,36 @@ def test_a_pause_rests_after_each_full_batch_only(mixed_records, rests):
 
 
 def test_no_pause_never_rests(mixed_records, rests):
-    retention.purge(only=["idempotency"], batch_size=1)
+    retention.purge(only=["idempotency"], batch_size=1, pause=0)
 
     assert rests == []
+
+
+def run_the_task(**options):
+    from idempotency.tasks import purge
+
+    return purge.run(**options)
+
+
+@pytest.mark.parametrize(
+    "purge",
+    [
+        retention.purge,
+        run_the_task,
+        lambda **options: call_command(
+            "purge_idempotency", "--only=idempotency", "--batch-size=2"
+        ),
+    ],
+    ids=["purge()", "task", "command"],
+)
+def test_by_default_a_purge_rests_a_moment_after_each_full_batch(
+    purge, mixed_records, rests
+):
+    # Flat out, a large purge crowds the writers out of a small database.
+    purge(only=["idempotency"], batch_size=2)
+
+    assert rests == [retention.DEFAULT_PAUSE] == [0.005]
+    assert len(remaining_keys()) == 2
 
 
 @pytest.mark.parametrize("pause", [-1, float("nan"), float("inf")])
