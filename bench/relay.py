@@ -471,11 +471,12 @@ def _report(figures, drains, lags) -> str:
 def _contention(drains) -> list[str]:
     """Where one and two relay processes spend their time, per process, and
     the CPU the servers used meanwhile: what two relays wait on."""
-    rows = []
+    rows, per_message = [], []
     for broker, runs in drains.items():
+        medians = {}
         for name, label in ((TWO_PROCESS_BATCH, "1 process"), ("two", "2 processes")):
             # The median round by rate, so the row is one consistent run.
-            run = sorted(runs[name], key=lambda drained: drained.rate)[
+            run = medians[name] = sorted(runs[name], key=lambda drained: drained.rate)[
                 len(runs[name]) // 2
             ]
             per = len(run.spans)
@@ -498,6 +499,9 @@ def _contention(drains) -> list[str]:
                     f"{run.servers['PostgreSQL']:.2f}",
                 )
             )
+        per_message.append(
+            _per_message(broker, medians[TWO_PROCESS_BATCH], medians["two"])
+        )
     return [
         f"Where the time goes (batch {TWO_PROCESS_BATCH}, the median round): "
         "each relay process's wall time in the claim, the publish (send and "
@@ -522,7 +526,29 @@ def _contention(drains) -> list[str]:
             ),
             rows,
         ),
+        "",
+        "The same runs per message (the processes' time in each phase over the "
+        f"{BACKLOG:,} messages), one process, then two:",
+        "",
+        *per_message,
     ]
+
+
+def _per_message(broker, one, two) -> str:
+    def micros(run, key):
+        return sum(span[key] for span in run.spans) / BACKLOG * 1e6
+
+    phases = ", ".join(
+        f"{label} {micros(one, key):.0f} → {micros(two, key):.0f} µs"
+        for key, label in (
+            ("claim", "claim"),
+            ("publish", "publish"),
+            ("write_back", "write-back"),
+            ("cpu", "on a core"),
+            ("runnable", "waiting for a core"),
+        )
+    )
+    return f"- {broker}: {phases}."
 
 
 def _chart(figures):
