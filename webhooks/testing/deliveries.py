@@ -174,11 +174,15 @@ class Intake:
                 f"{receipt.last_error[-1500:]}",
             ) from None
 
+    def process_all(self, queued: list[int]) -> None:
+        """Run the handlers of every receipt in ``queued``, in turn."""
+        for receipt_id in queued:
+            self.process(receipt_id)
+
     def deliver(self, delivery: SignedDelivery):
         """POST a new ``delivery`` and process it; return the intake's answer."""
         response, queued = self.accept(delivery)
-        for receipt_id in queued:
-            self.process(receipt_id)
+        self.process_all(queued)
         return response
 
     def send(self, source: str, body, *, event_type: str, **signing):
@@ -210,8 +214,7 @@ def check_webhook_redelivery(webhook: Webhook) -> None:
         again, queued = desk.post(
             webhook.signed(delivery.body, delivery_id=delivery.delivery_id)
         )
-        for receipt_id in queued:
-            desk.process(receipt_id)
+        desk.process_all(queued)
         # A worker that picks the receipt up once more (a redelivered task).
         receipt = _receipt(delivery)
         desk.process(receipt.pk)
@@ -237,8 +240,7 @@ def check_webhook_crash(webhook: Webhook) -> None:
         before = g.measure(webhook.effects)
         _, queued = desk.accept(delivery)
         with commit_points() as points:
-            for receipt_id in queued:
-                desk.process(receipt_id)
+            desk.process_all(queued)
         after = g.measure(webhook.effects)
         _require_an_effect(webhook, before, after)
         delta = growth(before, after)
@@ -281,7 +283,7 @@ def check_webhook_crash_after_each_step(webhook: Webhook) -> None:
 
         def start():
             _, queued = desk.accept(webhook.signed(webhook.body()))
-            return lambda: _process_all(desk, queued)
+            return lambda: desk.process_all(queued)
 
         problems = kill_after_each_step(
             probe.steps, start, webhook.effects, growth(before, after), _steps_lease()
@@ -292,11 +294,6 @@ def check_webhook_crash_after_each_step(webhook: Webhook) -> None:
             f"{webhook.source} {webhook.event_type}; its steps: {probe.describe()}",
             *problems,
         )
-
-
-def _process_all(desk: "Intake", queued: list[int]) -> None:
-    for receipt_id in queued:
-        desk.process(receipt_id)
 
 
 def runs_steps_handlers(webhook: Webhook) -> bool:
@@ -468,13 +465,12 @@ def _crash_and_retry(webhook, desk, number, when, delta) -> list[str]:
             commit_points(crash_at=number, when=when) as points,
             suppress(SimulatedCrash),
         ):
-            for receipt_id in queued:
-                desk.process(receipt_id)
+            desk.process_all(queued)
         if points.crashed is None:
             return []
         if runs_steps_handlers(webhook):
             moved.advance(_steps_lease())  # the dead worker's lease lapses
-        _process_all(desk, queued)  # the unacked task, redelivered
+        desk.process_all(queued)  # the unacked task, redelivered
     return [
         f"the worker died {points.crashed}, then the task was redelivered: {verdict}"
         for verdict in each_once(before, g.measure(webhook.effects), delta)

@@ -94,6 +94,16 @@ def test_the_case_cannot_run_on_a_handler_without_steps(fakes):
         deliveries.check_webhook_crash_after_each_step(webhook)
 
 
+def test_the_case_cannot_run_on_a_steps_handler_that_takes_no_step(fakes):
+    def ships_outside_steps(event):
+        services.book_shipment(f"ship-{event.delivery_id}", event.data["payment"])
+
+    webhook = payments(fakes, ships_outside_steps)
+
+    with pytest.raises(CannotCheck, match="ran no step"):
+        deliveries.check_webhook_crash_after_each_step(webhook)
+
+
 def test_the_crash_case_waits_out_a_dead_steps_handlers_lease(fakes):
     # Redelivered under the dead worker's live lease, the receipt would be
     # left for later and its effect reported lost.
