@@ -222,12 +222,13 @@ def execute(request, policy: Policy, produce: Callable):
         if policy.mode == STEPS:
             produce = stepping.abandoning(produce, request)
         store = _storing(produce, responses.SessionWatch(request))
-        if policy.mode == ATOMIC:
-            response = _replay_at_one_read(claim)
-            if response is not None:
-                signals.replayed(claim, ATOMIC, response)
-            else:
-                response = _run_atomic(claim, store)
+        response = _replay_at_one_read(claim)
+        if response is not None:
+            signals.replayed(
+                claim, ATOMIC if policy.mode == ATOMIC else LEASE, response
+            )
+        elif policy.mode == ATOMIC:
+            response = _run_atomic(claim, store)
         else:
             response = _run_lease(claim, store, steps=policy.mode == STEPS)
         replayed = response.has_header(responses.REPLAYED_HEADER)
@@ -336,8 +337,7 @@ def _replay_at_one_read(claim):
     """Answer a replay of a live completed record from one unlocked read.
 
     Such a record never changes until it expires, so it needs no transaction
-    and no lock: atomic mode then skips its BEGIN and COMMIT (lease mode's
-    claim already reads it in one statement, in autocommit). None: anything
+    and no lock: no BEGIN, no claim, no COMMIT, in every mode. None: anything
     else (no record, pending, failed, expired), which takes the claim path.
     The key's scope is in the read's WHERE; ``_decide`` refuses another
     request hash and ``responses.replay`` another session.
@@ -496,7 +496,7 @@ def _take(claim, records, *, lease):
 
     Runs inside the claim's transaction (atomic mode) or in autocommit (lease
     mode): locking the row and taking it over then get a transaction of their
-    own, while an insert or a replay needs none.
+    own, while an insert needs none.
     """
     wait_ms = _wait_ms()
     # A record can vanish between the claim and the lock (a purge deleted it);
@@ -505,7 +505,7 @@ def _take(claim, records, *, lease):
         now = clock.now()
         locked_until = now + lease if lease else None
         try:
-            record_id, record = records.claim(
+            record_id = records.claim(
                 scope=claim.scope,
                 operation=claim.operation,
                 key=claim.key,
@@ -519,12 +519,10 @@ def _take(claim, records, *, lease):
                 claim.record_id, claim.attempt, claim.fresh = record_id, 1, True
                 _hold_anonymous_cap(claim, records, now)
                 return None
-            if record is not None and _is_final(record, now):
-                # Replay or refuse: nothing is written, so nothing is locked.
-                return _decide(claim, records, record, now, locked_until)
-            # Anything but a live completed record may change: lock, re-read,
-            # decide and take it over while the lock holds. savepoint=False:
-            # inside the claim's transaction this adds no round trip.
+            # The key exists and was no live completed record at the replay
+            # read: lock, re-read, decide and take it over while the lock
+            # holds. savepoint=False: inside the claim's transaction this adds
+            # no round trip.
             with transaction.atomic(using=records.db, savepoint=False):
                 record = records.lock_key(
                     claim.scope, claim.operation, claim.key, lock_timeout_ms=wait_ms

@@ -73,9 +73,9 @@ class _Statements:
 
     # The pending record's INSERT; its values are prepared per request.
     insert: InsertShape
-    # PostgreSQL: insert the key, or read its record, in one round trip.
+    # PostgreSQL: insert the key unless it exists, waiting a bounded time.
     claim: str
-    # Other backends: insert the key, then read the record if it was there.
+    # Other backends: insert the key unless it exists.
     insert_or_nothing: str
     read: str
     lock: str
@@ -95,20 +95,19 @@ def _build_statements(model, connection) -> _Statements:
     )
     read = f"SELECT {selected} FROM {table} {by_key}"
     # ``guard`` bounds how long the INSERT may wait on a concurrent insert of
-    # the same key (the insert selects from it, so the bound is set first);
-    # each branch puts the previous timeout back once its row comes back, as
-    # bounded_lock_timeout() does. The second branch reads the existing row
-    # from the statement's snapshot, without locking it.
-    restore = "set_config('lock_timeout', (SELECT previous FROM guard), true)"
-    nulls = ", ".join(["NULL"] * (len(_ROW_FIELDS) - 1))
+    # the same key (the insert selects from it, so the bound is set first),
+    # and the one row it answers puts the previous timeout back once the
+    # insert is done, as bounded_lock_timeout() does. Reading an existing
+    # key's record in the same statement made every claim slower
+    # (docs/benchmarks.md, "The claim statement").
     claim = (
         "WITH guard AS (SELECT current_setting('lock_timeout') AS previous, "
         f"{_BOUND_LOCK_TIMEOUT} AS bounded), "
         f"inserted AS (INSERT INTO {table} ({insert.columns}) "
         f"SELECT {insert.placeholders} FROM guard "
         f"ON CONFLICT DO NOTHING RETURNING {pk}) "
-        f"SELECT TRUE, {pk}, {nulls}, {restore} FROM inserted "
-        f"UNION ALL SELECT FALSE, {selected}, {restore} FROM {table} {by_key}"
+        f"SELECT (SELECT {pk} FROM inserted), "
+        "set_config('lock_timeout', previous, true) FROM guard"
     )
     complete = (
         f"UPDATE {table} SET {quote('state')} = %s, {quote('status_code')} = %s, "
@@ -197,16 +196,11 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
         expires_at,
         locked_until=None,
         lock_timeout_ms=0,
-    ) -> tuple[int | None, KeyRow | None]:
-        """Insert a pending record unless the key exists.
-
-        Return ``(id, None)`` when this call inserted it, ``(None, row)``
-        with the existing record as last committed (not locked), or
-        ``(None, None)`` when a concurrent insert committed while this one
-        waited (the row is newer than the statement's snapshot).
-        """
+    ) -> int | None:
+        """Insert a pending record unless the key exists: its id, or None
+        when the key was there (the caller locks and reads its record)."""
         connection = connections[self.db]
-        statements, converters = _prepare(self.model, connection)
+        statements, _converters = _prepare(self.model, connection)
         values = {
             "scope": scope,
             "operation": operation,
@@ -221,23 +215,11 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
         params = statements.insert.params(values, connection)
         with connection.cursor() as cursor:
             if connection.vendor == "postgresql":
-                cursor.execute(
-                    statements.claim,
-                    [f"{lock_timeout_ms}ms", *params, scope, operation, key],
-                )
-                row = cursor.fetchone()
-                if row is None:
-                    return None, None
-                if row[0]:
-                    return row[1], None
-                return None, _key_row(connection, converters, row[1:-1])
-            cursor.execute(statements.insert_or_nothing, params)
+                cursor.execute(statements.claim, [f"{lock_timeout_ms}ms", *params])
+            else:
+                cursor.execute(statements.insert_or_nothing, params)
             row = cursor.fetchone()
-            if row:
-                return row[0], None
-            cursor.execute(statements.read, [scope, operation, key])
-            row = cursor.fetchone()
-        return None, row and _key_row(connection, converters, row)
+        return row[0] if row else None
 
     def complete(
         self,

@@ -27,7 +27,7 @@ pytestmark = [
 ]
 
 AUTH = "SELECT auth_user"  # HTTP Basic: the user, before any key is read
-CLAIM = "WITH idempotency_idempotencyrecord"  # insert the key or read its record
+CLAIM = "WITH idempotency_idempotencyrecord"  # insert the key unless it exists
 READ = "SELECT idempotency_idempotencyrecord"  # a replay's one read, unlocked
 CREATE = "INSERT testapp_widget"  # the view's own write
 COMPLETE = "UPDATE idempotency_idempotencyrecord"  # store the answer, fenced
@@ -100,11 +100,13 @@ def test_an_atomic_first_request_adds_seven(send):
     ]
 
 
-def test_a_lease_first_request_adds_four(send):
-    # The claim commits by itself (autocommit: no BEGIN, no COMMIT of its
-    # own), then the view's write and the answer commit together.
+def test_a_lease_first_request_adds_five(send):
+    # The replay read finds nothing; the claim commits by itself (autocommit:
+    # no BEGIN, no COMMIT of its own), then the view's write and the answer
+    # commit together.
     assert send("/leased/", key=str(uuid.uuid4())) == [
         AUTH,
+        READ,
         CLAIM,
         "BEGIN",
         CREATE,
@@ -122,14 +124,12 @@ def test_an_atomic_replay_is_one_select(send):
     assert send("/keyed/", key=key) == [AUTH, READ]
 
 
-def test_a_lease_replay_is_one_statement(send):
+def test_a_lease_replay_is_one_select(send):
     key = str(uuid.uuid4())
     send("/leased/", key=key)
 
-    # The claim, in autocommit, finds the completed record and returns it:
-    # no transaction, no lock, nothing written (a read first would add a
-    # statement to every first request, and save none here).
-    assert send("/leased/", key=key) == [AUTH, CLAIM]
+    # As in atomic mode: one unlocked read, no claim, nothing written.
+    assert send("/leased/", key=key) == [AUTH, READ]
 
 
 def _failed(key, clock):
