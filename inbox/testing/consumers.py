@@ -9,18 +9,16 @@ becomes durable (see ``crashes.commit_points``).
 """
 
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from idempotency.shared.testing import guarantees as g
-from idempotency.shared.testing.clock import controlled_clock
 from idempotency.shared.testing.crashes import (
     AFTER,
     BEFORE,
-    SimulatedCrash,
     commit_points,
+    die_then_rerun,
     require_committed_transactions,
 )
 from idempotency.shared.testing.messages import (
@@ -200,20 +198,12 @@ def _crash_and_redeliver(consumer, number, when, delta) -> str | None:
     """Die at one point, redeliver; describe what went wrong, if anything."""
     message = consumer.message()
     before = g.measure(consumer.effects)
-    with controlled_clock() as clock:
-        with (
-            commit_points(crash_at=number, when=when) as points,
-            suppress(SimulatedCrash),
-        ):
-            consumer.hand(message)
-        if points.crashed is None:
-            # This run took a shorter path; the point does not exist here.
-            return None
-        if runs_steps(consumer.consume):
-            clock.advance(_steps_lease())  # a dead worker's lease lapses
-        consumer.hand(message)  # the broker redelivers the unacked message
+    lease = _steps_lease() if runs_steps(consumer.consume) else None
+    crashed = die_then_rerun(lambda: consumer.hand(message), number, when, lease)
+    if crashed is None:
+        return None  # this run took a shorter path; the point does not exist
     verdict = g.once_verdict(before, g.measure(consumer.effects), delta)
-    return verdict and f"died {points.crashed}, then redelivered: {verdict}"
+    return verdict and f"died {crashed}, then redelivered: {verdict}"
 
 
 def _require_an_effect(consumer, before, after):

@@ -7,7 +7,7 @@ registered handlers run exactly as in production.
 """
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,12 +20,11 @@ from django.urls import reverse
 
 from idempotency.shared import clock
 from idempotency.shared.testing import guarantees as g
-from idempotency.shared.testing.clock import controlled_clock
 from idempotency.shared.testing.crashes import (
     AFTER,
     BEFORE,
-    SimulatedCrash,
     commit_points,
+    die_then_rerun,
     require_committed_transactions,
 )
 from idempotency.shared.testing.steps import (
@@ -460,19 +459,13 @@ def _crash_and_retry(webhook, desk, number, when, delta) -> list[str]:
     delivery = webhook.signed(webhook.body())
     before = g.measure(webhook.effects)
     _, queued = desk.accept(delivery)
-    with controlled_clock() as moved:
-        with (
-            commit_points(crash_at=number, when=when) as points,
-            suppress(SimulatedCrash),
-        ):
-            desk.process_all(queued)
-        if points.crashed is None:
-            return []
-        if runs_steps_handlers(webhook):
-            moved.advance(_steps_lease())  # the dead worker's lease lapses
-        desk.process_all(queued)  # the unacked task, redelivered
+    lease = _steps_lease() if runs_steps_handlers(webhook) else None
+    # The worker dies, then its unacked task is redelivered.
+    crashed = die_then_rerun(lambda: desk.process_all(queued), number, when, lease)
+    if crashed is None:
+        return []
     return [
-        f"the worker died {points.crashed}, then the task was redelivered: {verdict}"
+        f"the worker died {crashed}, then the task was redelivered: {verdict}"
         for verdict in each_once(before, g.measure(webhook.effects), delta)
     ]
 

@@ -9,15 +9,20 @@
   ``BaseException`` like ``SystemExit``: no ``except Exception`` in the code
   under test or in the library catches it, so nothing records a failure,
   as when the process is killed.
+* ``die_then_rerun()``: run a piece of work, die at one durable point, and
+  run it again as a redelivery would.
 """
 
 import re
 import time
 from collections.abc import Callable, Collection, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.db import connection, connections
+
+from .clock import controlled_clock
 
 BEFORE = "before"
 AFTER = "after"
@@ -221,6 +226,27 @@ def _watching_commits(connection, tracker: CommitPoints):
         del connection.commit, connection.rollback
 
 
+def die_then_rerun(
+    run: Callable[[], object], number: int, when: str, lease: timedelta | None
+) -> str | None:
+    """Run ``run()``, die ``when`` (before or after) its ``number``-th durable
+    point, and run it again, as a broker redelivers unacked work; first past
+    ``lease`` when the dead run held one (a steps lease). Return where it
+    died, or None when this run took a shorter path without that point."""
+    with controlled_clock() as clock:
+        with (
+            commit_points(crash_at=number, when=when) as points,
+            suppress(SimulatedCrash),
+        ):
+            run()
+        if points.crashed is None:
+            return None
+        if lease is not None:
+            clock.advance(lease)  # the dead worker's lease lapses
+        run()
+    return points.crashed
+
+
 @contextmanager
 def _wrapping_every_connection(wrapper: Callable) -> Iterator[None]:
     with ExitStack() as stack:
@@ -237,6 +263,7 @@ __all__ = [
     "Injection",
     "SimulatedCrash",
     "commit_points",
+    "die_then_rerun",
     "failing_after_first_write",
     "is_write",
     "require_committed_transactions",
