@@ -6,6 +6,7 @@ from django.test import Client
 
 # Re-exported: the suite's concurrency tests import it from here.
 from idempotency.shared.testing.threads import run_concurrently  # noqa: F401
+from outbox import relay
 from outbox.kicks import relay_kicker
 from tests.testapp import views
 from tests.testapp.downstream import provider
@@ -78,6 +79,15 @@ class ApiClient:
         if self.auth:
             headers.setdefault("Authorization", self.auth)
         return self.client.get(path, headers=headers)
+
+
+@pytest.fixture
+def steady_backoff(monkeypatch):
+    """The relay's backoff at its ceiling, without jitter. Full jitter may draw
+    a delay of a few milliseconds, making a failed message due again within
+    the same drain: a test counting one failure per message per drain uses
+    this (a draw near zero made such tests fail now and then)."""
+    monkeypatch.setattr(relay, "backoff", relay.backoff_ceiling)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def failing():
+def failing(steady_backoff):
     InMemoryPublisher.failing = True
     yield
     InMemoryPublisher.failing = False

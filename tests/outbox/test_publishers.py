@@ -383,6 +383,7 @@ class TestKombuPublisherDestinations:
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("steady_backoff")
 @pytest.mark.parametrize("url", [REDIS_URL, AMQP_URL], ids=["redis", "rabbitmq"])
 class TestRecordedEventsAreHeldOrNotPublished:
     """Through record() and drain(): "published" means a queue holds the event."""
@@ -490,6 +491,7 @@ class TestRecordedEventsAreHeldOrNotPublished:
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("steady_backoff")
 def test_a_batch_marks_published_only_what_rabbitmq_confirmed():
     """A full queue that rejects publishes makes RabbitMQ nack them, for real:
     of one confirmed batch, only the acked messages are marked published."""
@@ -654,6 +656,7 @@ def test_publisher_confirms_cannot_be_turned_off(confirm):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("steady_backoff")
 def test_an_event_for_a_misspelled_task_stays_pending_instead_of_being_lost():
     with transaction.atomic():
         record("order", 1, "order.created", {"sku": "BOOK-1"})

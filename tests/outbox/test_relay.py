@@ -169,7 +169,9 @@ def test_unpublished_messages_never_expire(clock, sent, make_messages):
     assert OutboxMessage.objects.purgeable(clock.now(), timedelta(days=7)).count() == 1
 
 
-def test_lag_counts_from_when_the_message_became_due(clock, sent, make_messages):
+def test_lag_counts_from_when_the_message_became_due(
+    clock, sent, make_messages, steady_backoff
+):
     make_messages(1)
     InMemoryPublisher.failing = True
     relay.drain()  # backoff pushes available_at on
@@ -193,11 +195,8 @@ def test_the_task_drains_through_the_same_function(sent, make_messages):
 
 
 def test_broker_down_attempts_grow_nothing_lost_then_everything_flows(
-    clock, monkeypatch
+    clock, steady_backoff
 ):
-    # No jitter: a draw near zero would make a message due again within the
-    # same drain, and this test counts one failure per message per drain.
-    monkeypatch.setattr(relay, "backoff", relay.backoff_ceiling)
     exchange = Exchange("outbox-test-down", type="topic")
     queue = Queue("outbox-test-down", exchange, routing_key="order")
     down = {"url": DEAD_REDIS_URL, "exchange": "outbox-test-down"}
@@ -299,7 +298,9 @@ def _drain_in_thread():
 
 @pytest.mark.postgresql
 @override_settings(OUTBOX={**IN_MEMORY, "ORDERED": True})
-def test_ordered_mode_holds_a_message_while_an_older_one_is_unpublished(clock, sent):
+def test_ordered_mode_holds_a_message_while_an_older_one_is_unpublished(
+    clock, sent, steady_backoff
+):
     with transaction.atomic():
         record("order", 1, "order.created", {"step": 1})
     clock.advance(seconds=1)

@@ -157,7 +157,9 @@ def test_a_batch_of_several_destinations_is_named_send_alone(spans, request_span
     assert "messaging.destination.name" not in send.attributes
 
 
-def test_a_refused_batch_marks_its_send_span_failed(spans, request_span, sent):
+def test_a_refused_batch_marks_its_send_span_failed(
+    spans, request_span, sent, steady_backoff
+):
     with request_span():
         record_order()
     InMemoryPublisher.failing = True
