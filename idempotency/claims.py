@@ -224,9 +224,7 @@ def execute(request, policy: Policy, produce: Callable):
         store = _storing(produce, responses.SessionWatch(request))
         response = _replay_at_one_read(claim)
         if response is not None:
-            signals.replayed(
-                claim, ATOMIC if policy.mode == ATOMIC else LEASE, response
-            )
+            signals.replayed(claim, policy.mode, response)
         elif policy.mode == ATOMIC:
             response = _run_atomic(claim, store)
         else:
@@ -519,8 +517,8 @@ def _take(claim, records, *, lease):
                 claim.record_id, claim.attempt, claim.fresh = record_id, 1, True
                 _hold_anonymous_cap(claim, records, now)
                 return None
-            # The key exists and was no live completed record at the replay
-            # read: lock, re-read, decide and take it over while the lock
+            # The key exists (inserted or completed, maybe, since the replay
+            # read): lock, re-read, decide and take it over while the lock
             # holds. savepoint=False: inside the claim's transaction this adds
             # no round trip.
             with transaction.atomic(using=records.db, savepoint=False):

@@ -95,10 +95,11 @@ def _build_statements(model, connection) -> _Statements:
     )
     read = f"SELECT {selected} FROM {table} {by_key}"
     # ``guard`` bounds how long the INSERT may wait on a concurrent insert of
-    # the same key (the insert selects from it, so the bound is set first),
-    # and the one row it answers puts the previous timeout back once the
-    # insert is done, as bounded_lock_timeout() does. Reading an existing
-    # key's record in the same statement made every claim slower
+    # the same key (the insert selects from it, so the bound is set first).
+    # The one row answered puts the previous timeout back, on a new key and a
+    # taken one alike, as bounded_lock_timeout() does; joined to ``inserted``,
+    # it cannot be built before the insert (and its wait) is done. Reading an
+    # existing key's record in the same statement made every claim slower
     # (docs/benchmarks.md, "The claim statement").
     claim = (
         "WITH guard AS (SELECT current_setting('lock_timeout') AS previous, "
@@ -106,8 +107,8 @@ def _build_statements(model, connection) -> _Statements:
         f"inserted AS (INSERT INTO {table} ({insert.columns}) "
         f"SELECT {insert.placeholders} FROM guard "
         f"ON CONFLICT DO NOTHING RETURNING {pk}) "
-        f"SELECT (SELECT {pk} FROM inserted), "
-        "set_config('lock_timeout', previous, true) FROM guard"
+        f"SELECT inserted.{pk}, set_config('lock_timeout', guard.previous, true) "
+        "FROM guard LEFT JOIN inserted ON TRUE"
     )
     complete = (
         f"UPDATE {table} SET {quote('state')} = %s, {quote('status_code')} = %s, "
@@ -200,7 +201,7 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
         """Insert a pending record unless the key exists: its id, or None
         when the key was there (the caller locks and reads its record)."""
         connection = connections[self.db]
-        statements, _converters = _prepare(self.model, connection)
+        statements = _prepare(self.model, connection)[0]
         values = {
             "scope": scope,
             "operation": operation,

@@ -134,6 +134,53 @@ def test_the_wait_bound_does_not_leak_into_the_views_own_locks(
     assert answer.status_code == 201
 
 
+def test_a_duplicate_taking_over_a_failed_key_keeps_the_projects_lock_timeout(
+    user, monkeypatch, settings
+):
+    """The claim puts the wait bound back after waiting on a first attempt that
+    then failed, so the duplicate's view may wait on its rows past WAIT."""
+    settings.IDEMPOTENCY = {"WAIT": 1}
+    widget = Widget.objects.create(name="shared")
+    first_entered, release_first = threading.Event(), threading.Event()
+    views_run = []
+    original_create = views.WidgetViewSet.create
+
+    def create(self, request, *args, **kwargs):
+        views_run.append(request.data["name"])
+        if len(views_run) == 1:
+            first_entered.set()
+            release_first.wait(10)  # the duplicate waits on the key meanwhile
+            raise RuntimeError("the first attempt fails")
+        # The duplicate, having taken the failed key over, waits for a row
+        # another transaction holds past WAIT.
+        Widget.objects.select_for_update().get(pk=widget.pk)
+        return original_create(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(views.WidgetViewSet, "create", create)
+
+    def run(i):
+        from django.db import transaction
+
+        client = ApiClient(user.username)
+        client.client.raise_request_exception = False
+        if i == 0:
+            return client.post("/t/widgets/", {"name": "a"}, key="k")
+        first_entered.wait(10)
+        if i == 1:
+            with transaction.atomic():
+                Widget.objects.select_for_update().get(pk=widget.pk)
+                threading.Event().wait(2.5)  # 2 s past WAIT for the duplicate
+            return None
+        threading.Timer(0.3, release_first.set).start()
+        return client.post("/t/widgets/", {"name": "a"}, key="k")
+
+    first, _, duplicate = run_concurrently(3, run)
+
+    assert first.status_code == 500
+    assert duplicate.status_code == 201, duplicate.content
+    assert views_run == ["a", "a"]
+
+
 def test_two_users_with_the_same_key_and_payload_get_their_own_results(make_user):
     alice, bob = make_user("alice"), make_user("bob")
     clients = {"alice": ApiClient("alice"), "bob": ApiClient("bob")}

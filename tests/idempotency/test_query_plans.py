@@ -1,5 +1,5 @@
-"""A key's read and claim find the record through the key, whatever the
-planner's statistics say.
+"""A key's reads, unlocked and locked, find the record through the key,
+whatever the planner's statistics say.
 
 After a deploy adds an operation, the statistics have not seen it until the
 next ANALYZE, which autovacuum may run hours later on a large table (or never,
@@ -10,7 +10,7 @@ way to a key, and each read walked every row of that operation.
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord
@@ -60,17 +60,12 @@ def test_a_replay_read_goes_straight_to_its_key(unseen_operation):
     assert rows_walked_past(sql) == 0
 
 
-def test_a_claim_of_a_taken_key_goes_straight_to_it(unseen_operation):
-    now = timezone.now()
+def test_the_locked_read_of_a_taken_key_goes_straight_to_it(unseen_operation):
+    # A claim that finds its key taken reads the record under a row lock.
+    def lock():
+        with transaction.atomic():
+            IdempotencyRecord.objects.lock_key(
+                "user:1", NEW_OPERATION, f"{NEW_OPERATION}-7", lock_timeout_ms=1000
+            )
 
-    def claim():
-        IdempotencyRecord.objects.claim(
-            scope="user:1",
-            operation=NEW_OPERATION,
-            key=f"{NEW_OPERATION}-7",
-            request_hash="0" * 64,
-            now=now,
-            expires_at=now + timedelta(days=1),
-        )
-
-    assert rows_walked_past(captured(claim, TABLE)) == 0
+    assert rows_walked_past(captured(lock, TABLE)) == 0

@@ -256,7 +256,7 @@ def test_an_open_purge_batch_blocks_no_writer_of_new_keys(user, monkeypatch):
 @pytest.mark.postgresql
 @pytest.mark.django_db(transaction=True)
 def test_a_retry_of_a_key_deleted_by_purge_mid_claim_runs_as_new(api, monkeypatch):
-    """The claim read the expired row; purge deleted it before the lock."""
+    """The claim found the expired key; purge deleted it before the lock."""
     api.post("/t/widgets/", {"name": "a"}, key="k")
     IdempotencyRecord.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
     original = IdempotencyRecordQuerySet.lock_key
