@@ -43,10 +43,16 @@ def identity(claim, mode: str = "") -> dict:
     (``mode`` is "" where the caller cannot tell it)."""
     return {
         "operation": claim.operation,
-        "mode": mode,
+        "mode": _reported(mode),
         "scope": claim.scope,
         "unit": claim.unit.identity,
     }
+
+
+def _reported(mode: str) -> str:
+    """Steps mode runs on lease mode's claim and is reported as lease: the
+    documented values of ``mode`` are atomic and lease."""
+    return "lease" if mode == "steps" else mode
 
 
 def claimed(claim, mode: str, *, using: str) -> None:
@@ -92,7 +98,7 @@ def refused(request, policy, exc) -> None:
         failed(claim, policy.mode, status=exc.status, reason=LEASE_LOST)
         return
     if claim is None:  # refused before the scope was known
-        fields = {"operation": policy.operation, "mode": policy.mode}
+        fields = {"operation": policy.operation, "mode": _reported(policy.mode)}
         fields.update(scope="", unit="")
     else:
         fields = identity(claim, policy.mode)

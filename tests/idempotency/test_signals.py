@@ -52,6 +52,24 @@ def test_each_decision_is_one_signal_with_the_requests_identity(api, asynchronou
     assert mismatch == {**identity(record), "problem": "key-reused"}
 
 
+def test_a_steps_mode_view_is_reported_as_lease_mode(api):
+    body = {"amount": 500}
+    with listening() as heard:
+        api.post("/t/payment/", body, key=KEY)
+        api.post("/t/payment/", body, key=KEY)
+        other = api.post("/t/payment/", {"amount": 600}, key=KEY)
+
+    assert other.status_code == 422
+    keys = [(name, kwargs) for name, kwargs in heard if name.startswith("key_")]
+    assert [name for name, _kwargs in keys] == [
+        "key_claimed",
+        "key_replayed",
+        "key_mismatch",
+    ]
+    # It runs on lease mode's claim; its refusals said "steps" before.
+    assert {kwargs["mode"] for _name, kwargs in keys} == {"lease"}
+
+
 def test_a_view_that_raises_is_failed_and_never_claimed(api):
     views.faults["raise"] = 1
     with listening() as heard, pytest.raises(RuntimeError):
