@@ -23,7 +23,8 @@ install: $(STAMP)
 demo: install
 	$(BIN)/python manage.py rundemo
 
-# Django 5.2 LTS on PostgreSQL, the portable subset on SQLite, then Django 6.x.
+# Django 5.2 LTS on PostgreSQL, the portable subset on SQLite, then Django 6.x
+# with server-side binding (tests/servers.py).
 # The SQLite run leaves out the adopter tests: their projects use PostgreSQL
 # whatever the suite's settings, so a second run would prove nothing new.
 test: install
@@ -40,7 +41,8 @@ $(VENV6)/.installed: pyproject.toml
 
 test-django6: $(VENV6)/.installed
 	$(VENV6)/bin/python -c "import django; print('Django', django.__version__)"
-	TEST_DATABASE_NAME=$${TEST_DATABASE_NAME:-test_once}_django6 $(VENV6)/bin/python -m pytest -q -p no:cacheprovider
+	TEST_DATABASE_NAME=$${TEST_DATABASE_NAME:-test_once}_django6 \
+	TEST_DATABASE_SERVER_SIDE_BINDING=1 $(VENV6)/bin/python -m pytest -q -p no:cacheprovider
 
 lint: install
 	$(BIN)/ruff check .

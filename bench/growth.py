@@ -138,7 +138,8 @@ def fill_keys(first, last, using="default"):
         "'{\"Content-Type\": \"application/json\"}', '', '', 1, made, made, "
         "made + %s * interval '1 hour' "
         "FROM (SELECT n, now() - random() * %s * interval '1 hour' AS made "
-        "FROM generate_series(%s, %s) AS n) AS keys",
+        # Typed: with server-side binding two small ints match two overloads.
+        "FROM generate_series(%s::bigint, %s::bigint) AS n) AS keys",
         [KEY_LIFETIME_HOURS, KEY_SPREAD_HOURS, first, last],
         last - first + 1,
     )

@@ -15,6 +15,10 @@ def _env(name: str, default: str) -> str:
 # PostgreSQL: the server, and the database the suite creates and drops on it.
 DATABASE_URL = _env("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 DATABASE_NAME = _env("TEST_DATABASE_NAME", "test_once")
+# Django's server_side_binding option: PostgreSQL types each parameter itself,
+# where client-side binding sends literals, so the apps' hand-written SQL is
+# proven under both (make test's Django 6.x run sets it).
+SERVER_SIDE_BINDING = _env("TEST_DATABASE_SERVER_SIDE_BINDING", "0") != "0"
 
 # RabbitMQ.
 AMQP_URL = _env("TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//")
@@ -50,4 +54,5 @@ def database() -> dict:
         "HOST": url.hostname or "",
         "PORT": url.port or "",
         "TEST": {"NAME": DATABASE_NAME},
+        "OPTIONS": {"server_side_binding": True} if SERVER_SIDE_BINDING else {},
     }

@@ -98,6 +98,7 @@ def test_the_servers_come_from_the_environment():
     variables = {
         "TEST_DATABASE_URL": "postgres://tester:p%40ss@db.example:6543/main",
         "TEST_DATABASE_NAME": "test_mine",
+        "TEST_DATABASE_SERVER_SIDE_BINDING": "1",
         "TEST_REDIS_URL": "redis://cache.example:6380/",
         "TEST_REDIS_DB_OUTBOX": "3",
         "TEST_AMQP_URL": "amqp://rabbit.example//",
@@ -122,6 +123,7 @@ def test_the_servers_come_from_the_environment():
         "HOST": "db.example",
         "PORT": 6543,
         "TEST": {"NAME": "test_mine"},
+        "OPTIONS": {"server_side_binding": True},
     }
 
 
@@ -129,7 +131,7 @@ def test_every_variable_is_documented():
     read = re.findall(r'_(?:env|redis_db)\("(TEST_\w+)"', _read("tests/servers.py"))
     docs = _read("docs/index.md")
     section = docs[docs.index("## Running the tests") :]
-    assert len(read) == 10
+    assert len(read) == 11
     assert [name for name in read if f"| `{name}` |" not in section] == []
 
 
