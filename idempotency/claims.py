@@ -37,7 +37,8 @@ from .exceptions import (
 from .fingerprint import compute as compute_fingerprint
 from .models import IdempotencyRecord
 from .scopes import ANONYMOUS
-from .shared import clock, problems, tracing, units
+from .shared import clock, isolation, problems, tracing, units
+from .shared.exceptions import ClaimRaced
 from .shared.settings import InvalidSetting, as_timedelta
 from .shared.steps import CompensationInProgress, StepTakenOver
 
@@ -350,6 +351,15 @@ def _replay_at_one_read(claim):
 
 def _run_atomic(claim, store):
     records = _records()
+    deadline = time.monotonic() + _wait().total_seconds()
+    while True:
+        try:
+            return _run_atomic_once(claim, store, records)
+        except ClaimRaced as raced:
+            _raise_unless_retryable(raced, records, deadline)
+
+
+def _run_atomic_once(claim, store, records):
     ran = False
     try:
         with transaction.atomic(using=records.db):
@@ -433,6 +443,9 @@ def _run_lease(claim, store, *, steps=False):
         except RequestInFlight:
             if time.monotonic() + POLL_INTERVAL > deadline:
                 raise
+        except ClaimRaced as raced:
+            _raise_unless_retryable(raced, records, deadline)
+            continue  # at once: what it ran into has committed
         # Sleep outside any transaction: nothing is locked while we wait.
         clock.sleep(POLL_INTERVAL)
     if replay is not None:
@@ -530,8 +543,18 @@ def _take(claim, records, *, lease):
         except OperationalError as exc:
             if _is_lock_timeout(exc):
                 raise RequestInFlight(retry_after=_wait().total_seconds()) from exc
+            if isolation.is_serialization_failure(exc):
+                raise ClaimRaced from exc
             raise
     raise RequestInFlight(retry_after=_wait().total_seconds())
+
+
+def _raise_unless_retryable(raced, records, deadline):
+    """409 where a raced claim cannot be taken again: inside a caller's
+    transaction, whose snapshot stays, or once WAIT is over."""
+    in_atomic_block = transaction.get_connection(records.db).in_atomic_block
+    if in_atomic_block or time.monotonic() > deadline:
+        raise RequestInFlight(retry_after=_wait().total_seconds()) from raced.__cause__
 
 
 def _is_final(record, now) -> bool:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from django.db import connections, models
 
+from .exceptions import IdempotencyConfigurationError
 from .shared.inserts import InsertShape, insert_or_update, insert_shape
 
 if TYPE_CHECKING:  # the models import these querysets
@@ -303,8 +304,19 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
                 connection.cursor() as cursor,
             ):
                 cursor.execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0)), "
+                    "current_setting('transaction_isolation')",
                     [f"idempotency\x1f{scope}\x1f{operation}"],
+                )
+                isolation = cursor.fetchone()[1]
+            if isolation == "repeatable read":
+                # Its snapshot predates the lock: the count would miss the
+                # claims committed while it waited, and let them all in.
+                # (SERIALIZABLE fails one of them instead.)
+                raise IdempotencyConfigurationError(
+                    "The anonymous key cap cannot be counted under REPEATABLE "
+                    f"READ: run {self.model._meta.label}'s database at READ "
+                    "COMMITTED (or SERIALIZABLE), or do not allow anonymous keys."
                 )
         live = self.filter(scope=scope, operation=operation, expires_at__gt=now)
         return live[:limit].count()

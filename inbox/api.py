@@ -12,9 +12,10 @@ from typing import Any
 
 from celery import Task, current_task, shared_task
 from celery.exceptions import Ignore, Reject, Retry
-from django.db import connections, router, transaction
+from django.db import OperationalError, connections, router, transaction
 
-from idempotency.shared import clock, tracing, units
+from idempotency.shared import clock, isolation, tracing, units
+from idempotency.shared.exceptions import ClaimRaced
 from idempotency.shared.headers import EVENT_HEADERS, INTENT_HEADER, MESSAGE_ID_HEADER
 from idempotency.shared.steps import Abandon, StepInTransaction, begin
 
@@ -90,16 +91,35 @@ def receive(
     message_id = checked_message_id(message_id)
     intent = checked_intent(intent)
     using = using or router.db_for_write(InboxMessage)
-    # savepoint=False: inside the caller's transaction this costs no extra
-    # round trips, and a failure must roll the caller's work back anyway.
-    with transaction.atomic(using=using, savepoint=False):
-        inserted = InboxMessage.objects.claim(
+    owned = not connections[using].in_atomic_block
+    while True:
+        try:
+            # savepoint=False: inside the caller's transaction this costs no
+            # extra round trips, and a failure must roll the caller's work
+            # back anyway.
+            with transaction.atomic(using=using, savepoint=False):
+                inserted = _claim(subscriber, message_id, using, retryable=owned)
+                delivery = Delivery(subscriber, message_id, not inserted, intent)
+                signals.delivered(delivery, using=using)
+                with units.running(delivery.unit):
+                    yield delivery
+            return
+        except ClaimRaced:
+            continue  # a new transaction sees the winner's row: a duplicate
+
+
+def _claim(subscriber, message_id, using, *, retryable) -> bool:
+    """Claim the message (True: this delivery applies it). ``retryable``: in
+    a transaction of its own, where a claim that met a row committed after
+    its snapshot can be taken again (``idempotency.shared.isolation``)."""
+    try:
+        return InboxMessage.objects.claim(
             subscriber, message_id, clock.now(), using=using
         )
-        delivery = Delivery(subscriber, message_id, not inserted, intent)
-        signals.delivered(delivery, using=using)
-        with units.running(delivery.unit):
-            yield delivery
+    except OperationalError as exc:
+        if retryable and isolation.is_serialization_failure(exc):
+            raise ClaimRaced from exc
+        raise
 
 
 @contextmanager

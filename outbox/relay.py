@@ -22,11 +22,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import connections, models, router, transaction
+from django.db import OperationalError, connections, models, router, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.sql import UpdateQuery
 
-from idempotency.shared import clock, tracing
+from idempotency.shared import clock, isolation, tracing
 from idempotency.shared.settings import as_timedelta
 
 from . import signals
@@ -36,6 +36,9 @@ from .models import OutboxMessage
 
 State = OutboxMessage.State
 logger = logging.getLogger("outbox")
+# Claims in a row that may meet rows other relays just leased (under REPEATABLE
+# READ or SERIALIZABLE) before this one leaves the backlog to them.
+RACED_CLAIMS = 3
 
 
 @dataclass
@@ -95,11 +98,22 @@ def claim(limit: int, *, using: str | None = None) -> list[OutboxMessage]:
     using = using or router.db_for_write(OutboxMessage)
     now = clock.now()
     lease_end = now + as_timedelta(outbox_settings.LEASE)
-    # A transaction of its own, committed before any publish: the row locks
-    # last one statement, and the lease (not a lock) keeps other relays off.
-    with transaction.atomic(using=using):
-        sql, params = _claim_sql(using, now, lease_end, limit)
-        batch = list(OutboxMessage.objects.db_manager(using).raw(sql, params))
+    for _round in range(RACED_CLAIMS):
+        try:
+            # A transaction of its own, committed before any publish: the row
+            # locks last one statement, and the lease (not a lock) keeps
+            # other relays off.
+            with transaction.atomic(using=using):
+                sql, params = _claim_sql(using, now, lease_end, limit)
+                batch = list(OutboxMessage.objects.db_manager(using).raw(sql, params))
+            break
+        except OperationalError as exc:
+            # REPEATABLE READ or SERIALIZABLE: another relay leased a picked
+            # row after this claim's snapshot (idempotency.shared.isolation).
+            if not isolation.is_serialization_failure(exc):
+                raise
+    else:
+        return []  # the others are draining: this relay's turn comes again
     # RETURNING has no order; publish oldest first.
     batch.sort(key=lambda message: (message.created_at, message.id))
     return batch

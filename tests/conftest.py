@@ -1,7 +1,8 @@
 import base64
 
+import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.test import Client
 
 # Re-exported: the suite's concurrency tests import it from here.
@@ -88,6 +89,30 @@ def steady_backoff(monkeypatch):
     the same drain: a test counting one failure per message per drain uses
     this (a draw near zero made such tests fail now and then)."""
     monkeypatch.setattr(relay, "backoff", relay.backoff_ceiling)
+
+
+ISOLATION_LEVELS = {
+    "read committed": psycopg.IsolationLevel.READ_COMMITTED,
+    "repeatable read": psycopg.IsolationLevel.REPEATABLE_READ,
+}
+
+
+@pytest.fixture(params=list(ISOLATION_LEVELS))
+def isolation_level(request):
+    """Run the test's transactions at each level: its own thread and every
+    thread it starts connect anew with it. Under REPEATABLE READ, PostgreSQL
+    refuses a claim that meets a row committed after its snapshot, where
+    READ COMMITTED waits and goes on (idempotency.shared.isolation)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("isolation levels are PostgreSQL's here")
+    options = connections.settings[connection.alias].setdefault("OPTIONS", {})
+    saved = dict(options)
+    options["isolation_level"] = ISOLATION_LEVELS[request.param]
+    connection.close()
+    yield request.param
+    options.clear()
+    options.update(saved)
+    connection.close()
 
 
 @pytest.fixture

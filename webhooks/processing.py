@@ -9,7 +9,7 @@ from typing import NoReturn
 from django.db import InterfaceError, OperationalError, router, transaction
 from django.db.models import F
 
-from idempotency.shared import clock, tracing, units
+from idempotency.shared import clock, isolation, tracing, units
 from idempotency.shared.steps import Abandon, begin
 
 from . import signals
@@ -114,6 +114,12 @@ def drain(limit: int, retry: Callable[[int], None]) -> int:
             retry(exc.receipt_id)
         except ReceiptUnreadable:
             pass  # marked failed with the reason; the others still run
+        except OperationalError as exc:
+            # REPEATABLE READ or SERIALIZABLE: another drain took the receipt
+            # after this one's snapshot (idempotency.shared.isolation).
+            if not isolation.is_serialization_failure(exc):
+                raise
+            continue
         ran += 1
     return ran
 

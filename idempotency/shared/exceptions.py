@@ -39,3 +39,9 @@ class InvalidSetting(ValueError):
         super().__init__(message)
         self.hint = hint
         self.check_id = check_id
+
+
+class ClaimRaced(Exception):
+    """A claim in a transaction of its own met a row committed after its
+    snapshot (``idempotency.shared.isolation``): nothing has run yet, and the
+    claim is to be taken again in a new transaction. Never leaves the apps."""

@@ -5,7 +5,9 @@ import threading
 import uuid
 
 import pytest
+from django.db import transaction
 
+from idempotency.exceptions import IdempotencyConfigurationError
 from idempotency.models import IdempotencyRecord
 from tests.conftest import ApiClient, run_concurrently
 from tests.testapp import views
@@ -41,9 +43,10 @@ def test_sixteen_identical_requests_at_once_create_exactly_one_widget(user):
     assert IdempotencyRecord.objects.filter(state="completed").count() == 20
 
 
-def test_a_duplicate_waits_for_the_first_then_replays(user, monkeypatch):
-    release = threading.Event()
-    entered = threading.Event()
+def _racing_duplicate(user, monkeypatch, send=lambda post: post()):
+    """The first POST of key "k" holds its view until 0.2 s after a second
+    client sends the same one (``send`` wraps that send); both answers."""
+    release, entered = threading.Event(), threading.Event()
     original_create = views.WidgetViewSet.create
 
     def slow_create(self, request, *args, **kwargs):
@@ -59,13 +62,40 @@ def test_a_duplicate_waits_for_the_first_then_replays(user, monkeypatch):
             return first.post("/t/widgets/", {"name": "a"}, key="k")
         entered.wait(10)
         threading.Timer(0.2, release.set).start()
-        return second.post("/t/widgets/", {"name": "a"}, key="k")
+        return send(lambda: second.post("/t/widgets/", {"name": "a"}, key="k"))
 
-    answers = run_concurrently(2, run)
+    return run_concurrently(2, run)
+
+
+@pytest.mark.parametrize("mode", ["atomic", "lease"])
+def test_a_duplicate_waits_for_the_first_then_replays(
+    user, monkeypatch, isolation_level, mode
+):
+    monkeypatch.setattr(views.WidgetViewSet, "idempotency_mode", mode)
+
+    answers = _racing_duplicate(user, monkeypatch)
 
     assert answers[0].status_code == 201
     assert answers[1].status_code == 201
     assert answers[1]["Idempotent-Replayed"] == "true"
+    assert Widget.objects.count() == 1
+
+
+@pytest.mark.parametrize("isolation_level", ["repeatable read"], indirect=True)
+def test_a_raced_duplicate_in_a_callers_transaction_gets_409(
+    user, monkeypatch, isolation_level
+):
+    # The caller's snapshot predates the first request's commit, and stays:
+    # the claim cannot be taken again in it, so the client is told to retry.
+    def in_a_transaction(post):
+        with transaction.atomic():
+            return post()
+
+    answers = _racing_duplicate(user, monkeypatch, send=in_a_transaction)
+
+    assert answers[0].status_code == 201
+    assert answers[1].status_code == 409
+    assert answers[1]["Retry-After"]
     assert Widget.objects.count() == 1
 
 
@@ -222,6 +252,23 @@ def test_the_anonymous_cap_holds_when_forty_new_keys_arrive_at_once(
     assert statuses == [201] * 5 + [429] * 35
     assert IdempotencyRecord.objects.filter(scope="anonymous").count() == 5
     assert Widget.objects.count() == 5
+
+
+@pytest.mark.parametrize("isolation_level", ["repeatable read"], indirect=True)
+@pytest.mark.parametrize("mode", ["atomic", "lease"])
+def test_the_anonymous_cap_is_refused_under_repeatable_read(
+    settings, monkeypatch, isolation_level, mode
+):
+    # Its count would miss the claims committed while it waited for the cap's
+    # lock (its snapshot is older), and let them all in: refused, loudly.
+    settings.IDEMPOTENCY = {"ANONYMOUS_MAX_KEYS": 5}
+    monkeypatch.setattr(views.AnonymousWidgetViewSet, "idempotency_mode", mode)
+
+    with pytest.raises(IdempotencyConfigurationError, match="REPEATABLE READ"):
+        ApiClient().post("/t/anonymous/", {"name": "w"}, key="k")
+
+    assert not Widget.objects.exists()
+    assert not IdempotencyRecord.objects.exists()
 
 
 def _first_fails_while_a_duplicate_waits(user, monkeypatch, mode, second_name):

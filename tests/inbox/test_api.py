@@ -107,7 +107,7 @@ def test_receive_needs_a_message_id():
 
 
 @pytest.mark.postgresql
-def test_two_workers_racing_on_one_message_make_one_effect():
+def test_two_workers_racing_on_one_message_make_one_effect(isolation_level):
     entered = threading.Event()
 
     def work(index):

@@ -234,7 +234,9 @@ def test_broker_down_attempts_grow_nothing_lost_then_everything_flows(
 
 
 @pytest.mark.postgresql
-def test_three_relays_drain_5000_messages_without_double_claims(make_messages):
+def test_three_relays_drain_5000_messages_without_double_claims(
+    make_messages, isolation_level
+):
     make_messages(5000)
     claims = Counter()
     lock = threading.Lock()

@@ -80,7 +80,9 @@ def test_one_body_sent_at_once_under_two_delivery_ids_makes_one_receipt(runs):
     assert (replays.source, replays.count) == ("github", 1)
 
 
-def test_eight_concurrent_workers_run_the_handlers_once(runs, eager_celery):
+def test_eight_concurrent_workers_run_the_handlers_once(
+    runs, eager_celery, isolation_level
+):
     eager_celery.conf.task_always_eager = False
     body = signing.event_body("evt_race")
     enqueued = []

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 RECEIPTS = 60
 
 
-def test_two_concurrent_drains_process_every_receipt_exactly_once():
+def test_two_concurrent_drains_process_every_receipt_exactly_once(isolation_level):
     runs = []
     lock = threading.Lock()
 
