@@ -47,6 +47,7 @@ def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
     unit up first: the undos of its completed steps run.
     """
     receipts = _receipts()
+    locked = False
     try:
         # The handlers' writes and the "processed" mark commit as one.
         with transaction.atomic(using=receipts.db):
@@ -56,6 +57,7 @@ def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
             if receipts.lock_for_processing(receipt_id).first() is None:
                 gone = not receipts.filter(pk=receipt_id).exists()
                 return Outcome.MISSING if gone else Outcome.BUSY
+            locked = True
             receipt = _read(receipts, receipt_id)
             if receipt.state in WebhookReceipt.FINISHED:
                 return Outcome(receipt.state)
@@ -67,6 +69,10 @@ def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
         # any transaction.
         return _run_steps(receipts, receipt, last_attempt=last_attempt)
     except Exception as exc:
+        if not locked and isolation.is_serialization_failure(exc):
+            # REPEATABLE READ or SERIALIZABLE: another worker finished it
+            # after this transaction's snapshot. A new one sees that.
+            return process(receipt_id, last_attempt=last_attempt)
         _fail(receipts, receipt_id, exc)
 
 

@@ -5,6 +5,7 @@ import time
 
 import pytest
 from celery.contrib.testing.worker import start_worker
+from django.db import connections
 from django.test import Client, override_settings
 from django.utils import timezone
 
@@ -32,6 +33,17 @@ def runs():
             seen.append(event.delivery_id)
 
     return seen
+
+
+def _stored_receipt() -> int:
+    """A verified delivery stored and not yet processed."""
+    return WebhookReceipt.objects.create(
+        source="github",
+        delivery_id="evt_race",
+        event_type="push",
+        body=signing.event_body("evt_race"),
+        received_at=timezone.now(),
+    ).pk
 
 
 def deliver(_index=0):
@@ -110,13 +122,7 @@ def test_eight_concurrent_workers_run_the_handlers_once(
 def test_a_worker_finding_the_receipt_locked_leaves_at_once_without_running_it(runs):
     """SKIP LOCKED is required, not merely allowed: without it, process()
     would queue behind the lock for as long as the holder keeps it."""
-    pk = WebhookReceipt.objects.create(
-        source="github",
-        delivery_id="evt_race",
-        event_type="push",
-        body=signing.event_body("evt_race"),
-        received_at=timezone.now(),
-    ).pk
+    pk = _stored_receipt()
     # Another worker in the middle of processing: the row lock, held.
     with receipt_held_by_another_worker(pk):
         started = time.monotonic()
@@ -127,6 +133,54 @@ def test_a_worker_finding_the_receipt_locked_leaves_at_once_without_running_it(r
     assert elapsed < HOLD / 5
     assert runs == []
     assert WebhookReceipt.objects.get().state == "received"
+
+
+@pytest.mark.parametrize("isolation_level", ["repeatable read"], indirect=True)
+def test_a_worker_whose_snapshot_predates_anothers_finish_finds_it_processed(
+    runs, monkeypatch, isolation_level
+):
+    # Its transaction's snapshot is taken, then another worker processes the
+    # receipt and commits, then it locks the row: PostgreSQL refuses that
+    # lock at REPEATABLE READ. It is no failure of the receipt's.
+    pk = _stored_receipt()
+    snapshot_taken, other_done = threading.Event(), threading.Event()
+    lock_for_processing = WebhookQuerySet.lock_for_processing
+    failed = []
+    processing.signals.delivery_failed.connect(
+        lambda **kwargs: failed.append(kwargs), weak=False, dispatch_uid="t"
+    )
+
+    def late_lock(self, receipt_id):
+        if threading.current_thread().name == "late" and not snapshot_taken.is_set():
+            WebhookReceipt.objects.exists()  # the snapshot
+            snapshot_taken.set()
+            other_done.wait(10)
+        return lock_for_processing(self, receipt_id)
+
+    monkeypatch.setattr(WebhookQuerySet, "lock_for_processing", late_lock)
+    outcome = []
+
+    def late():
+        try:
+            outcome.append(processing.process(pk))
+        except Exception as exc:  # pragma: no cover - reported below
+            outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=late, name="late")
+    thread.start()
+    snapshot_taken.wait(10)
+    try:
+        assert processing.process(pk) == "processed"
+    finally:
+        other_done.set()
+        thread.join(10)
+        processing.signals.delivery_failed.disconnect(dispatch_uid="t")
+
+    assert outcome == ["processed"]
+    assert runs == ["evt_race"]
+    assert failed == []
 
 
 def test_a_real_worker_processes_a_delivery(runs, eager_celery):

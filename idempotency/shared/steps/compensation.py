@@ -10,10 +10,10 @@ one that finds the lease lapsed continues from the first undo not stored.
 
 from datetime import timedelta
 
-from django.db import connections, router, transaction
+from django.db import OperationalError, connections, router, transaction
 from django.utils.module_loading import import_string
 
-from .. import clock, signals, tracing
+from .. import clock, isolation, signals, tracing
 from .exceptions import (
     CompensationFailed,
     CompensationInProgress,
@@ -60,7 +60,15 @@ def _compensate(unit_identity, reason, *, using, lease, attempt) -> bool:
             "Compensating calls the undos outside any transaction: call it "
             "outside transaction.atomic()."
         )
-    unit = _take(unit_identity, reason, db, lease, attempt)
+    try:
+        unit = _take(unit_identity, reason, db, lease, attempt)
+    except OperationalError as exc:
+        if not isolation.is_serialization_failure(exc):
+            raise
+        # REPEATABLE READ or SERIALIZABLE: another compensation (or the
+        # unit's worker) wrote the unit after this transaction's snapshot. A
+        # new one sees what it did.
+        unit = _take(unit_identity, reason, db, lease, attempt)
     if unit is None:
         return False
     for step in _to_undo(unit, db):

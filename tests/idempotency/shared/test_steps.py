@@ -379,7 +379,7 @@ def test_an_undo_that_raises_stays_compensating_and_the_next_abandon_continues(
 
 
 @pytest.mark.postgresql  # row locks; SQLite locks the whole table
-def test_two_abandons_racing_compensate_once(clock):
+def test_two_abandons_racing_compensate_once(clock, isolation_level):
     steps = start()
     steps.step("charge", charge, undo=slow_refund)
     calls.clear()
