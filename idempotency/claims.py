@@ -351,11 +351,13 @@ def _replay_at_one_read(claim):
 
 def _run_atomic(claim, store):
     records = _records()
-    deadline = time.monotonic() + _wait().total_seconds()
+    started = time.monotonic()
     while True:
         try:
             return _run_atomic_once(claim, store, records)
         except ClaimRaced as raced:
+            # WAIT is read only here: a request that never races pays nothing.
+            deadline = started + _wait().total_seconds()
             _raise_unless_retryable(raced, records, deadline)
 
 

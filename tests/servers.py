@@ -18,7 +18,11 @@ DATABASE_NAME = _env("TEST_DATABASE_NAME", "test_once")
 # Django's server_side_binding option: PostgreSQL types each parameter itself,
 # where client-side binding sends literals, so the apps' hand-written SQL is
 # proven under both (make test's Django 6.x run sets it).
-SERVER_SIDE_BINDING = _env("TEST_DATABASE_SERVER_SIDE_BINDING", "0") != "0"
+SERVER_SIDE_BINDING = _env("TEST_DATABASE_SERVER_SIDE_BINDING", "0")
+if SERVER_SIDE_BINDING not in ("0", "1"):
+    raise ValueError(
+        f"TEST_DATABASE_SERVER_SIDE_BINDING must be 0 or 1: {SERVER_SIDE_BINDING!r}"
+    )
 
 # RabbitMQ.
 AMQP_URL = _env("TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//")
@@ -54,5 +58,5 @@ def database() -> dict:
         "HOST": url.hostname or "",
         "PORT": url.port or "",
         "TEST": {"NAME": DATABASE_NAME},
-        "OPTIONS": {"server_side_binding": True} if SERVER_SIDE_BINDING else {},
+        "OPTIONS": {"server_side_binding": True} if SERVER_SIDE_BINDING == "1" else {},
     }
