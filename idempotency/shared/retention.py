@@ -9,10 +9,10 @@ other apps, so dependencies keep pointing one way.
 import logging
 import math
 
-from django.db import router, transaction
+from django.db import OperationalError, router, transaction
 from django.db.models import Subquery
 
-from . import clock, contributions
+from . import clock, contributions, isolation
 from .signals import Reporter, purged
 
 DEFAULT_BATCH_SIZE = 1000
@@ -21,6 +21,10 @@ DEFAULT_BATCH_SIZE = 1000
 # with this rest it stayed within 1.6x at half the speed, about 100,000 rows
 # a second (docs/benchmarks.md, "Retention").
 DEFAULT_PAUSE = 0.005
+# Times in a row a batch may meet a row changed after its snapshot (REPEATABLE
+# READ and SERIALIZABLE refuse it, idempotency.shared.isolation) before the
+# purge gives up: each retry is a new snapshot that sees the change.
+RACED_BATCHES = 5
 _report = Reporter("idempotency")
 
 
@@ -117,8 +121,7 @@ def _purge_rows(name, purgeable, now, batch_size, pause, progress) -> int:
             .select_for_update(skip_locked=True)
             .values("pk")[:batch_size]
         )
-        with transaction.atomic(using=using):
-            count, _ = rows.filter(pk__in=Subquery(batch)).delete()
+        count = _delete_batch(rows.filter(pk__in=Subquery(batch)), using)
         deleted += count
         if progress and count:
             progress(name, deleted)
@@ -126,3 +129,18 @@ def _purge_rows(name, purgeable, now, batch_size, pause, progress) -> int:
             return deleted
         if pause:
             clock.sleep(pause)
+
+
+def _delete_batch(rows, using) -> int:
+    """Delete ``rows`` in a transaction of their own; taken again when a row
+    changed after the transaction's snapshot (a late retry took an expired
+    key over, say): the new snapshot re-checks the kind's filter on it."""
+    raced = 0
+    while True:
+        try:
+            with transaction.atomic(using=using):
+                return rows.all().delete()[0]
+        except OperationalError as exc:
+            raced += 1
+            if raced == RACED_BATCHES or not isolation.is_serialization_failure(exc):
+                raise

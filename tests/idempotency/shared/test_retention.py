@@ -270,3 +270,59 @@ def test_a_retry_of_a_key_deleted_by_purge_mid_claim_runs_as_new(api, monkeypatc
 
     assert answer.status_code == 201
     assert "Idempotent-Replayed" not in answer
+
+
+class LateQuerySet(IdempotencyRecordQuerySet):
+    """Takes its batch's snapshot, then lets a retry take an expired key over
+    and commit before the DELETE locks it (the first batch only)."""
+
+    snapshot_taken = threading.Event()
+    taken_over = threading.Event()
+
+    def delete(self):
+        if not LateQuerySet.snapshot_taken.is_set():
+            IdempotencyRecord.objects.using(self.db).exists()  # the snapshot
+            LateQuerySet.snapshot_taken.set()
+            LateQuerySet.taken_over.wait(10)
+        return super().delete()
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_key_taken_over_after_a_batchs_snapshot_is_kept_and_the_purge_goes_on(
+    user, monkeypatch, isolation_level
+):
+    # REPEATABLE READ refuses the batch's lock on the row changed after its
+    # snapshot: the batch runs again with a new snapshot, which sees the key
+    # live again.
+    client = ApiClient(user.username)
+    for i in range(20):
+        client.post("/t/widgets/", {"name": "n"}, key=f"old-{i}")
+    IdempotencyRecord.objects.update(expires_at=timezone.now() - timedelta(hours=1))
+    LateQuerySet.snapshot_taken.clear()
+    LateQuerySet.taken_over.clear()
+    kinds = contributions.retention_kinds()
+    monkeypatch.setattr(
+        contributions,
+        "retention_kinds",
+        lambda: {
+            **kinds,
+            "idempotency": [lambda now: LateQuerySet(IdempotencyRecord).purgeable(now)],
+        },
+    )
+
+    def run(i):
+        if i == 0:
+            return retention.purge(only=["idempotency"], batch_size=50)
+        LateQuerySet.snapshot_taken.wait(10)
+        try:
+            return client.post("/t/widgets/", {"name": "n"}, key="old-0").status_code
+        finally:
+            LateQuerySet.taken_over.set()
+
+    counts, status = run_concurrently(2, run, timeout=20)
+
+    assert status == 201
+    assert counts == {"idempotency": 19}
+    assert remaining_keys() == {"old-0"}
+    assert IdempotencyRecord.objects.get(key="old-0").state == "completed"
