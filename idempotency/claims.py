@@ -678,9 +678,11 @@ def _record_failure(claim, records, *, fenced):
 
 def _withdraw(claim, records):
     """Undo a committed lease claim whose request failed validation."""
-    if not claim.fresh:
-        # Earlier attempts ran, maybe calling out with the derived keys: keep
-        # their record (failed), as the atomic flow's rollback restores it.
+    if not claim.fresh or (claim.steps is not None and claim.steps.progressed):
+        # Earlier attempts ran, or steps of this one committed their recovery
+        # points, maybe calling out with the derived keys: keep the record
+        # (failed), so the retry resumes the unit past its steps instead of
+        # starting it anew, and another payload under the key is refused.
         _record_failure(claim, records, fenced=True)
         return
     try:

@@ -79,6 +79,23 @@ def test_a_retry_after_a_failure_resumes_at_the_first_unfinished_step(api, user)
     assert UnitRecord.objects.get().attempt == 2
 
 
+def test_a_validation_failure_after_a_step_keeps_its_recovery_point(api, user):
+    # Not "invalid before any mutation": the charge went out. The key stays
+    # (failed) so the retry resumes past the charge, and another payload
+    # under it is refused instead of starting the unit anew.
+    views.faults["invalid"] = 1
+    assert api.post(URL, {"amount": 500}, key="k").status_code == 400
+    assert IdempotencyRecord.objects.get().state == "failed"
+    assert steps_of(user) == {"charge": "done"}
+
+    assert api.post(URL, {"amount": 900}, key="k").status_code == 422
+    retry = api.post(URL, {"amount": 500}, key="k")
+
+    assert retry.status_code == 201
+    assert provider.calls == 1
+    assert (Widget.objects.count(), steps_views.mails) == (1, charge_ids())
+
+
 def test_a_crashed_attempt_is_resumed_once_its_lease_lapses(api, user, clock):
     views.faults["crash"] = 1
     with pytest.raises(views.SimulatedCrash):

@@ -20,7 +20,7 @@ from .models import Widget
 
 # Tests arm these to make the next N calls misbehave; "402" is a business
 # refusal (a client error that is not a validation failure).
-faults = {"raise": 0, "500": 0, "409": 0, "402": 0, "crash": 0}
+faults = {"raise": 0, "500": 0, "409": 0, "402": 0, "crash": 0, "invalid": 0}
 
 
 class SimulatedCrash(BaseException):
@@ -35,6 +35,8 @@ def _maybe_fail():
                 raise RuntimeError("injected failure")
             if name == "crash":
                 raise SimulatedCrash
+            if name == "invalid":  # a validation failure after the work began
+                raise serializers.ValidationError({"amount": "refused late"})
             return Response({"error": name}, status=int(name))
     return None
 

@@ -167,6 +167,12 @@ class Steps:
         """Whether step ``name`` has its recovery point."""
         return name in self._results
 
+    @property
+    def progressed(self) -> bool:
+        """Whether any step of the unit has its recovery point (this attempt's
+        or an earlier one's)."""
+        return bool(self._results)
+
     def step(
         self,
         name: str,
