@@ -198,6 +198,17 @@ class _Discard(Exception):
         self.response = response
 
 
+class _WorkRolledBack(Exception):
+    """The view's error answer is kept but its work is not: its exception
+    handler marked the transaction for rollback (DRF's ``set_rollback()``
+    under ``ATOMIC_REQUESTS``, for a raised 404 say). Leaving the view's
+    block undoes the work; the answer is stored after it."""
+
+    def __init__(self, response, answer):
+        self.response = response
+        self.answer = answer
+
+
 def execute(request, policy: Policy, produce: Callable):
     """Run ``produce()`` at most once per key and return the answer to send.
 
@@ -322,6 +333,12 @@ def _storing(produce, watch):
         answer = responses.keep(response, watch)
         if answer is None:
             raise _Discard(response)
+        if answer.status_code >= 400 and (
+            transaction.get_connection(records.db).needs_rollback
+        ):
+            # A success is never stored over work that is gone (rule 12): the
+            # completion below then fails the attempt.
+            raise _WorkRolledBack(response, answer)
         _complete(claim, records, answer)
         return response
 
@@ -404,8 +421,12 @@ def _run_view(claim, records, store) -> _Outcome:
     the key would look unused for a moment, and the duplicate would run.
     """
     try:
-        with transaction.atomic(using=records.db):
-            response = store(claim, records)
+        try:
+            with transaction.atomic(using=records.db):
+                response = store(claim, records)
+        except _WorkRolledBack as rolled_back:
+            _complete(claim, records, rolled_back.answer)
+            response = rolled_back.response
         signals.claimed(claim, ATOMIC, using=records.db)
         return _Outcome(response)
     except _Discard as discard:
@@ -457,9 +478,13 @@ def _run_lease(claim, store, *, steps=False):
     try:
         if steps:
             return _run_steps(claim, records, store)
-        with transaction.atomic(using=records.db):
-            response = store(claim, records)
-        return response
+        try:
+            with transaction.atomic(using=records.db):
+                return store(claim, records)
+        except _WorkRolledBack as rolled_back:
+            with transaction.atomic(using=records.db):
+                _complete(claim, records, rolled_back.answer)
+            return rolled_back.response
     except LeaseLost:
         raise
     except _Discard as discard:

@@ -69,3 +69,25 @@ def test_custom_store_status_policy_is_honoured(api, settings):
     retry = api.post("/t/widgets/", {"name": "a"}, key="k")
     assert retry.status_code == 201
     assert "Idempotent-Replayed" not in retry
+
+
+@pytest.mark.parametrize(
+    ("url", "data"), [("/t/widgets/", {"name": "a"}), ("/t/charge/", {})]
+)
+def test_a_raised_client_error_under_atomic_requests_is_stored_without_its_work(
+    api, monkeypatch, url, data
+):
+    # DRF's handler marks the request's transaction for rollback: the view's
+    # work goes, its 404 is stored and replays (atomic and lease mode).
+    from django.db import connection
+
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
+    views.faults["not-found"] = 1
+    first = api.post(url, data, key="k")
+    assert first.status_code == 404
+    assert Widget.objects.count() == 0
+    assert IdempotencyRecord.objects.get().state == "completed"
+
+    again = api.post(url, data, key="k")
+    assert (again.status_code, again["Idempotent-Replayed"]) == (404, "true")
+    assert again.content == first.content

@@ -9,6 +9,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.vary import vary_on_cookie
 from rest_framework import permissions, serializers, status, throttling, viewsets
 from rest_framework.decorators import api_view, permission_classes
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -20,7 +21,15 @@ from .models import Widget
 
 # Tests arm these to make the next N calls misbehave; "402" is a business
 # refusal (a client error that is not a validation failure).
-faults = {"raise": 0, "500": 0, "409": 0, "402": 0, "crash": 0, "invalid": 0}
+faults = {
+    "raise": 0,
+    "500": 0,
+    "409": 0,
+    "402": 0,
+    "crash": 0,
+    "invalid": 0,
+    "not-found": 0,
+}
 
 
 class SimulatedCrash(BaseException):
@@ -37,6 +46,8 @@ def _maybe_fail():
                 raise SimulatedCrash
             if name == "invalid":  # a validation failure after the work began
                 raise serializers.ValidationError({"amount": "refused late"})
+            if name == "not-found":  # DRF's handler answers it (404)
+                raise NotFound("No such basket.")
             return Response({"error": name}, status=int(name))
     return None
 
