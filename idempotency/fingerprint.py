@@ -17,8 +17,8 @@ from .exceptions import BodyTooDeep
 def compute(request, operation: str, exclude_fields=()) -> str:
     """Return the SHA-256 hex of the request's canonical form.
 
-    Covers the method, operation, path, sorted query string, media type with
-    its charset, and body. JSON bodies are canonicalised (sorted keys, no
+    Covers the method, operation, path, query string sorted by name, media
+    type with its charset, and body. JSON bodies are canonicalised (sorted keys, no
     whitespace) after dropping ``exclude_fields`` (top-level or dotted paths),
     so key order and formatting never change the hash; multipart bodies count
     as their fields and files, whatever the boundary; other bodies count as
@@ -33,7 +33,7 @@ def compute(request, operation: str, exclude_fields=()) -> str:
         operation,
         django_request.path,
         # Most keyed requests have no query string: skip parsing nothing.
-        query and urlencode(sorted(parse_qsl(query, keep_blank_values=True))),
+        query and _canonical_query(query),
         _with_charset(media_type, encoding),
     )
     digest = hashlib.sha256()
@@ -64,6 +64,20 @@ def _with_charset(media_type: str, encoding: str) -> str:
     if encoding == codecs.lookup(settings.DEFAULT_CHARSET).name:
         return media_type
     return f"{media_type}; charset={encoding}"
+
+
+def _canonical_query(query: str) -> str:
+    # Sorted by name only, and stably: the view reads the last of a repeated
+    # name's values, so their order is part of the request. Bytes that are not
+    # UTF-8 stay themselves (surrogateescape both ways): a view reading another
+    # charset tells them apart. Other queries hash as they did before.
+    pairs = parse_qsl(query, keep_blank_values=True, errors="surrogateescape")
+    pairs.sort(key=_name)
+    return urlencode(pairs, errors="surrogateescape")
+
+
+def _name(pair):
+    return pair[0]
 
 
 def _frame(digest, data: bytes) -> None:
@@ -131,11 +145,13 @@ def _canonical_multipart(request) -> bytes:
 
 def _canonical_form(fields, files) -> bytes:
     fields = sorted(fields.lists())
-    files = sorted(
+    # By field name only: a field's files keep the order they were sent in,
+    # since request.FILES[name] is the last of them.
+    files = [
         (name, upload.name, _file_digest(upload))
-        for name, uploads in files.lists()
+        for name, uploads in sorted(files.lists(), key=_name)
         for upload in uploads
-    )
+    ]
     return json.dumps([fields, files], separators=(",", ":")).encode()
 
 
