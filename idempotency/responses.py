@@ -20,6 +20,13 @@ ALWAYS_REPLAYED = ("Content-Type", "Location")
 _NOT_STORABLE = frozenset({408, 409, 425, 429})
 logger = logging.getLogger("idempotency")
 
+# CsrfViewMiddleware sends the cookie while this flag is truthy; get_token()
+# (a page embedding the token) and rotate_token() set it to True.
+_CSRF_FLAG = "CSRF_COOKIE_NEEDS_UPDATE"
+# Truthy, so the cookie is still sent whatever the view does or raises, but not
+# True, so a flag set before the view cannot hide the view's own use of it.
+_CSRF_FLAG_SET_BEFORE = "set before the view"
+
 
 def is_storable(status_code: int) -> bool:
     """Store every final answer below 500 but the ones that invite a retry."""
@@ -54,17 +61,17 @@ class SessionWatch:
 
     def __init__(self, request):
         self.request = request
-        self._token_used_before = self._token_used()
+        # ensure_csrf_cookie, a middleware's get_token() or a malformed cookie
+        # set the flag before the view: mark it, to see the view set it again.
+        if request.META.get(_CSRF_FLAG):
+            request.META[_CSRF_FLAG] = _CSRF_FLAG_SET_BEFORE
         self._session_changed_before = self._session_changed()
-
-    def _token_used(self) -> bool:
-        return bool(self.request.META.get("CSRF_COOKIE_NEEDS_UPDATE"))
 
     def _session_changed(self) -> bool:
         return bool(getattr(getattr(self.request, "session", None), "modified", 0))
 
     def token_used(self) -> bool:
-        return self._token_used() and not self._token_used_before
+        return self.request.META.get(_CSRF_FLAG) is True
 
     def session_changed(self) -> bool:
         return self._session_changed() and not self._session_changed_before

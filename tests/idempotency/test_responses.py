@@ -10,6 +10,7 @@ import re
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.middleware.csrf import get_token
 from django.test import Client
 
 from idempotency.checks import check_settings
@@ -129,6 +130,43 @@ def test_a_page_with_a_csrf_token_in_a_tenant_scope_never_reaches_a_colleague(
     assert b"csrfmiddlewaretoken" in first.content
     assert colleague.status_code == 409
     assert b"csrfmiddlewaretoken" not in colleague.content
+    assert Widget.objects.count() == 1
+
+
+def token_reading_middleware(get_response):
+    def middleware(request):
+        get_token(request)  # a middleware handing the token to a page's script
+        return get_response(request)
+
+    return middleware
+
+
+@pytest.mark.parametrize(
+    "flagged_by", ["ensure_csrf_cookie", "a middleware", "a malformed cookie"]
+)
+def test_a_page_with_a_csrf_token_flagged_before_the_view_is_never_replayed(
+    user, settings, flagged_by
+):
+    path = "/t/page-ensured/" if flagged_by == "ensure_csrf_cookie" else "/t/page/"
+    if flagged_by == "a middleware":
+        middleware = f"{__name__}.token_reading_middleware"
+        settings.MIDDLEWARE = [*settings.MIDDLEWARE, middleware]
+    first_session, second_session = session_of(user), session_of(user)
+    if flagged_by == "a malformed cookie":
+        for client in (first_session, second_session):
+            client.cookies["csrftoken"] = "malformed"
+
+    first = post(first_session, path)
+    token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', first.content)[1]
+    assert_kept_without_answer(201)
+    other = post(second_session, path)
+
+    assert other.status_code == 409
+    assert problem_type(other) == "answer-not-kept"
+    assert token not in other.content
+    # The cookie the flag asked for is still sent, refusals included.
+    assert "csrftoken" in first.cookies
+    assert "csrftoken" in other.cookies
     assert Widget.objects.count() == 1
 
 

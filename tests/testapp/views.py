@@ -5,7 +5,7 @@ import json
 
 from django.http import HttpResponse, HttpResponseRedirect, JsonResponse
 from django.template import engines
-from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 from django.views.decorators.vary import vary_on_cookie
 from rest_framework import permissions, serializers, status, throttling, viewsets
 from rest_framework.decorators import api_view, permission_classes
@@ -243,6 +243,10 @@ def csrf_page_view(request):
         "<p>Widget {{ pk }}</p><form method=post>{% csrf_token %}</form>"
     )
     return HttpResponse(page.render({"pk": widget.pk}, request), status=201)
+
+
+# ensure_csrf_cookie reads the token before the keyed view runs.
+ensured_csrf_page_view = ensure_csrf_cookie(csrf_page_view)
 
 
 @csrf_exempt
