@@ -97,6 +97,9 @@ def keep(response, watch: SessionWatch) -> Answer | None:
         if status >= 400:
             return None
         return _not_kept(watch, status, "STORE_STATUS declines it")
+    if response.streaming:
+        # Its body is produced only as it is sent, after the claim has ended.
+        return _not_kept(watch, status, "it is streamed")
     stored = _api_rendering(response)
     if stored is response and watch.token_used():
         # The page embeds this session's CSRF token: never store it.
@@ -185,9 +188,10 @@ def replay(record, session: str) -> HttpResponse:
     if record.response_body is None:
         raise AnswerNotKept(
             f"The first request with this key completed with status "
-            f"{record.status_code}, but its answer was not kept (too large, tied "
-            "to one session, or not stored by policy). Its work is done: do not "
-            "send it again under a new key; look its result up instead."
+            f"{record.status_code}, but its answer was not kept (too large, "
+            "streamed, tied to one session, or not stored by policy). Its work "
+            "is done: do not send it again under a new key; look its result up "
+            "instead."
         )
     if record.session_digest and record.session_digest != session:
         raise AnswerNotShared(

@@ -203,6 +203,34 @@ def test_a_cookie_bound_answer_without_a_session_is_not_kept(api):
     assert Widget.objects.count() == 1
 
 
+# A streamed answer is sent after the claim has ended: it is never kept.
+
+
+@pytest.mark.parametrize(
+    ("path", "status"), [("/t/stream/", 201), ("/t/file/", 200)], ids=["stream", "file"]
+)
+def test_a_streamed_answer_reaches_the_client_and_keeps_its_work(user, path, status):
+    client = session_of(user)
+
+    first = post(client, path)
+    assert first.status_code == status
+    assert b"%d" % Widget.objects.get().pk in first.getvalue()
+    assert_kept_without_answer(status)
+
+    retry = post(client, path)
+    assert retry.status_code == 409
+    assert problem_type(retry) == "answer-not-kept"
+    assert Widget.objects.count() == 1
+
+
+def test_a_streamed_error_the_policy_declines_still_rolls_back(user):
+    first = post(session_of(user), "/t/stream/", name="unavailable")
+
+    assert first.status_code == 503
+    assert Widget.objects.count() == 0
+    assert IdempotencyRecord.objects.get().state == "failed"
+
+
 # Item 12d: MAX_STORED_BODY bounds what is stored, and loses nothing.
 
 

@@ -39,6 +39,8 @@ urlpatterns = [
     path("t/redirect-lease/", views.redirecting_lease_view),
     path("t/page/", views.csrf_page_view),
     path("t/page-ensured/", views.ensured_csrf_page_view),
+    path("t/stream/", views.streaming_view),
+    path("t/file/", views.file_view),
     path("t/vary-cookie/", views.vary_cookie_view),
     path("t/async/", views.async_view),
     path("t/async-handler/", views.AsyncHandlerView.as_view()),

@@ -1,9 +1,16 @@
 """Views the tests drive: every integration style, plus fault switches."""
 
 import hashlib
+import io
 import json
 
-from django.http import HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import (
+    FileResponse,
+    HttpResponse,
+    HttpResponseRedirect,
+    JsonResponse,
+    StreamingHttpResponse,
+)
 from django.template import engines
 from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 from django.views.decorators.vary import vary_on_cookie
@@ -247,6 +254,22 @@ def csrf_page_view(request):
 
 # ensure_csrf_cookie reads the token before the keyed view runs.
 ensured_csrf_page_view = ensure_csrf_cookie(csrf_page_view)
+
+
+@csrf_exempt
+@idempotent("widget.stream")
+def streaming_view(request):
+    """A streamed answer: its body is produced only as it is sent."""
+    widget = _create_widget(request)
+    status = 503 if widget.name == "unavailable" else 201
+    return StreamingHttpResponse(iter([b"id=", b"%d" % widget.pk]), status=status)
+
+
+@csrf_exempt
+@idempotent("widget.file")
+def file_view(request):
+    widget = _create_widget(request)
+    return FileResponse(io.BytesIO(b"receipt %d" % widget.pk), filename="r.txt")
 
 
 @csrf_exempt
