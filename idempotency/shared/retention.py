@@ -21,6 +21,10 @@ DEFAULT_BATCH_SIZE = 1000
 # with this rest it stayed within 1.6x at half the speed, about 100,000 rows
 # a second (docs/benchmarks.md, "Retention").
 DEFAULT_PAUSE = 0.005
+# Bounds that keep a typo from holding locks on a million rows in one
+# transaction, or from sleeping for ever between two batches.
+MAX_BATCH_SIZE = 100_000
+MAX_PAUSE = 60.0
 # Times in a row a batch may meet a row changed after its snapshot (REPEATABLE
 # READ and SERIALIZABLE refuse it, idempotency.shared.isolation) before the
 # purge gives up: each retry is a new snapshot that sees the change.
@@ -62,10 +66,15 @@ def purge(
     after each batch.
     A kind whose retention its app refuses raises ImproperlyConfigured first.
     """
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
-    if not (math.isfinite(pause) and pause >= 0):
-        raise ValueError(f"pause must be 0 or more seconds, not {pause!r}")
+    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise ValueError(
+            f"batch_size must be at least 1 and at most {MAX_BATCH_SIZE:,}, "
+            f"not {batch_size!r}"
+        )
+    if not (math.isfinite(pause) and 0 <= pause <= MAX_PAUSE):
+        raise ValueError(
+            f"pause must be 0 or more seconds, at most {MAX_PAUSE:g}, not {pause!r}"
+        )
     kinds = contributions.retention_kinds()
     if only is not None and not only:
         # An empty choice (``--only ""``) is a mistake, never "every kind".

@@ -40,8 +40,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, dry_run, only, batch_size, pause, verbosity, **options):
-        if batch_size < 1:
-            raise CommandError("--batch-size must be at least 1.")
         progress = self._progress if verbosity > 1 else None
         try:
             counts = retention.purge(

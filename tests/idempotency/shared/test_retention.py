@@ -171,9 +171,11 @@ def test_command_dry_run_and_progress(mixed_records):
         (["--only", ""], "at least one kind: idempotency, "),
         (["--only", ","], "at least one kind: idempotency, "),
         (["--batch-size", "0"], "at least 1"),
+        (["--batch-size", "9223372036854775808"], "at most 100,000"),
         (["--pause", "-0.5"], "0 or more seconds"),
         (["--pause", "nan"], "0 or more seconds"),
         (["--pause", "inf"], "0 or more seconds"),
+        (["--pause", "1e300"], "at most 60"),
     ],
 )
 def test_command_refuses_bad_options_readably(args, message, mixed_records):
