@@ -89,6 +89,8 @@ def test_e010_credential_headers_are_never_stored(settings, header):
         {"VERIFIER": "hmac", "SECRETS": ["s"], "OPTIONS": {"ENCODING": "b32"}},
         {"VERIFIER": "hmac", "SECRETS": ["s"], "OPTIONS": {"NOPE": 1}},
         {"VERIFIER": "hmac", "SECRETS": ["s"], "OPTIONS": {"ID_HEADER": ""}},
+        {"VERIFIER": "hmac", "SECRETS": ["s"], "OPTIONS": {"TIMESTAMP_HEADER": True}},
+        {"VERIFIER": "hmac", "SECRETS": ["s"], "OPTIONS": {"TIMESTAMP_HEADER": 300}},
         {"VERIFIER": "github", "SECRETS": ["s"], "OPTIONS": []},
     ],
 )

@@ -510,6 +510,24 @@ def test_a_misconfigured_source_leaves_the_other_sources_working(webhook_sources
     assert deliver().status_code == 202
 
 
+@pytest.mark.parametrize("timestamp_header", [True, 300])
+def test_a_timestamp_option_that_names_no_header_fails_that_source_closed(
+    webhook_sources, timestamp_header
+):
+    # Read as a switch, it named no header: the source's validation crashed
+    # on it, and the intake answered Django's HTML 500.
+    webhook_sources.WEBHOOKS["SOURCES"]["hmac"]["OPTIONS"] = {
+        "TIMESTAMP_HEADER": timestamp_header
+    }
+    body = signing.event_body()
+
+    response = post("/webhooks/hmac/", body, signing.hmac_headers(body))
+
+    assert response.status_code == 500
+    assert problem(response)["type"].endswith("/webhook-misconfigured")
+    assert deliver().status_code == 202
+
+
 def test_a_fixed_source_is_rebuilt_when_the_settings_change(webhook_sources):
     webhook_sources.WEBHOOKS = {
         "SOURCES": {"github": {"VERIFIER": "github", "SECRETS": [""]}}

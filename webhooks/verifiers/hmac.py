@@ -45,6 +45,10 @@ class HmacVerifier(BaseVerifier):
         for name in ("SIGNATURE_HEADER", "ID_HEADER", "EVENT_HEADER"):
             if not isinstance(self.options[name], str) or not self.options[name]:
                 problems.append(f"OPTIONS['{name}'] must be a header name")
+        timestamp_header = self.options["TIMESTAMP_HEADER"]
+        if timestamp_header is not None and not isinstance(timestamp_header, str):
+            # True reads as a switch: it would name no header to read.
+            problems.append("OPTIONS['TIMESTAMP_HEADER'] must be a header name or None")
         if not isinstance(self.options["PREFIX"], str):
             problems.append("OPTIONS['PREFIX'] must be a string")
         if self.options["BODY"] not in BODIES:
