@@ -149,7 +149,9 @@ def test_abandon_compensates_a_stuck_unit_once_logs_and_is_safe_twice(client, st
 
     stuck.refresh_from_db()
     assert stuck.state == "compensated"
-    assert stuck.reason == "Abandoned by operator in the console."
+    # The client's retry reads it: no staff name (the admin log has it).
+    assert stuck.reason == "Abandoned by an operator in the console."
+    assert LogEntry.objects.get().user == staff
     assert len(refunds) == 1
     assert UnitRecord.objects.get(pk=live.pk).state == "running"  # its lease is live
     text = first.content.decode()
