@@ -9,7 +9,6 @@ recovery point calls ``fn`` again with the same key: at least once outside,
 deduplicated downstream by the key (rule 7).
 """
 
-import json
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -18,7 +17,7 @@ from typing import Any
 from django.db import DatabaseError, IntegrityError, connections, router, transaction
 from django.utils.module_loading import import_string
 
-from .. import clock, signals, tracing
+from .. import clock, signals, storable, tracing
 from ..inserts import insert_or_update, insert_shape
 from ..units import Unit
 from .exceptions import (
@@ -423,18 +422,13 @@ def as_json(value, name: str):
     """``value`` as it will come back from the recovery point (tuples become
     lists), refused unless PostgreSQL's jsonb can store it."""
     try:
-        text = json.dumps(value, allow_nan=False)
+        return storable.jsonb(value)
     except (TypeError, ValueError) as exc:
         raise StepResultNotJSON(
             f"Step {name!r} returned {type(value).__name__!s}: {exc}. Return "
             "JSON (dict, list, str, int, float, bool or None): it is stored "
             "as the step's recovery point."
         ) from exc
-    if "\\u0000" in text:
-        raise StepResultNotJSON(
-            f"Step {name!r} returned a NUL character, which cannot be stored."
-        )
-    return json.loads(text)
 
 
 def undo_path_of(undo) -> str:

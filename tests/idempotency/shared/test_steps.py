@@ -194,7 +194,9 @@ def test_an_atomic_step_may_run_inside_the_callers_transaction():
 
 
 @pytest.mark.parametrize(
-    "value", [object(), {"at": float("nan")}, "a\x00b", {1j: 1}], ids=repr
+    "value",
+    [object(), {"at": float("nan")}, "a\x00b", {"a\x00": 1}, ["\ud800"], {1j: 1}],
+    ids=repr,
 )
 def test_a_result_json_cannot_hold_is_refused_and_not_stored(value):
     with pytest.raises(StepResultNotJSON):

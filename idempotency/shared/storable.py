@@ -1,0 +1,52 @@
+"""What PostgreSQL can store: a value refused at the edge, or escaped to fit."""
+
+import json
+
+
+def check_text(value: str, what: str) -> None:
+    """Raise ValueError unless a text column can hold ``value``: PostgreSQL
+    refuses a NUL, and UTF-8 cannot encode a lone surrogate."""
+    if "\x00" in value:
+        raise ValueError(f"{what} holds a NUL character, which cannot be stored")
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"{what} holds a lone surrogate, which UTF-8 cannot encode"
+        ) from None
+
+
+def jsonb(value, what: str = "A JSON value", *, encoder=None):
+    """``value`` as a jsonb column gives it back (tuples become lists).
+
+    Raise TypeError for what JSON cannot encode, ValueError for what jsonb
+    refuses: NaN or infinity, a NUL or a lone surrogate in a string or a key.
+    """
+    try:
+        encoded = json.dumps(value, cls=encoder, allow_nan=False)
+    except ValueError as exc:  # NaN, infinity, a circular reference
+        raise ValueError(f"{what} is not JSON: {exc}") from exc
+    stored = json.loads(encoded)
+    for string in _strings(stored):
+        check_text(string, what)
+    return stored
+
+
+def text(value: str) -> str:
+    """``value`` as a text column can hold it: a NUL and what UTF-8 cannot
+    encode backslash-escaped. For text we keep rather than refuse, such as
+    an error's message."""
+    return value.replace("\x00", "\\x00").encode(errors="backslashreplace").decode()
+
+
+def _strings(value):
+    """Every string in a decoded JSON value, its keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
