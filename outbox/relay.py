@@ -26,7 +26,7 @@ from django.db import OperationalError, connections, models, router, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.sql import UpdateQuery
 
-from idempotency.shared import clock, isolation, tracing
+from idempotency.shared import clock, isolation, storable, tracing
 from idempotency.shared.settings import as_timedelta
 
 from . import signals
@@ -222,7 +222,12 @@ def write_back(
             default=F("available_at"),
         ),
         "last_error": Case(
-            *(When(pk=pk, then=Value(error[:2000])) for pk, error in failed.items()),
+            # Escaped: a NUL in one publisher's error would fail the statement,
+            # and with it the write-back of the whole batch.
+            *(
+                When(pk=pk, then=Value(storable.text(error)[:2000]))
+                for pk, error in failed.items()
+            ),
             default=Value(""),
         ),
     }

@@ -66,6 +66,27 @@ def test_a_batch_is_written_back_in_one_fenced_statement(clock, make_messages):
         assert row.locked_until is None
 
 
+def test_an_error_text_a_column_cannot_hold_is_stored_escaped_with_its_batch(
+    sent, make_messages
+):
+    messages = make_messages(3)
+    bad = messages[1].id
+
+    class Garbled(InMemoryPublisher):
+        def publish(self, message):
+            if message.id == bad:
+                raise PublishError("broker said \x00 and \ud800")
+            super().publish(message)
+
+    result = relay.drain(publisher=Garbled(allow_in_memory=True))
+
+    assert (result.published, result.failed) == (2, 1)
+    row = OutboxMessage.objects.get(pk=bad)
+    assert (row.state, row.locked_until) == ("pending", None)
+    assert row.last_error == "PublishError: broker said \\x00 and \\ud800"
+    assert OutboxMessage.objects.published().count() == 2
+
+
 def test_a_claim_leases_its_messages_until_the_lease_lapses(clock, make_messages):
     make_messages(3)
 
