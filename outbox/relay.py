@@ -19,6 +19,7 @@ import logging
 import random
 import time
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -31,7 +32,7 @@ from idempotency.shared.settings import as_timedelta
 
 from . import signals
 from .conf import DEBEZIUM, outbox_settings
-from .exceptions import OutboxConfigurationError
+from .exceptions import OutboxConfigurationError, PublishError
 from .models import OutboxMessage
 
 State = OutboxMessage.State
@@ -165,7 +166,9 @@ def publish_batch(batch, publisher, *, using: str | None = None) -> DrainResult:
             due.append(message)
     with tracing.sending(due) as span:
         try:
-            refused = publisher.publish_many(due) if due else {}
+            refused = (
+                _refusals(publisher, publisher.publish_many(due), due) if due else {}
+            )
         except Exception as exc:  # a publisher must not strand its batch
             refused = dict.fromkeys((message.id for message in due), exc)
         tracing.refused(span, len(refused), len(due))
@@ -180,6 +183,28 @@ def publish_batch(batch, publisher, *, using: str | None = None) -> DrainResult:
         dead=outcomes[State.DEAD],
         batches=1,
     )
+
+
+def _refusals(publisher, refused, batch) -> dict:
+    """``publish_many()``'s answer keyed by message id, or PublishError: a
+    key naming no message of the batch, or an answer that is no mapping at
+    all, would count a refused message published."""
+    name = f"{type(publisher).__qualname__}.publish_many()"
+    if not isinstance(refused, Mapping):
+        raise PublishError(
+            f"{name} returned {type(refused).__name__}, not a mapping of the "
+            "refused message ids."
+        )
+    # A message id as a UUID, or as the text the headers carry.
+    ids = {
+        key: message.id for message in batch for key in (message.id, str(message.id))
+    }
+    for key in refused:
+        if key not in ids:
+            raise PublishError(
+                f"{name} refused {key!r}, which names no message of its batch."
+            )
+    return {ids[key]: error for key, error in refused.items()}
 
 
 def write_back(

@@ -22,7 +22,9 @@ class BasePublisher:
 
     def publish_many(self, messages) -> dict:
         """Hand over several messages; return ``{message id: exception}`` for
-        each the broker did not take. Every other one is held by the broker."""
+        each the broker did not take, keyed by ``message.id`` or its text.
+        Every other one is held by the broker. The relay fails the whole
+        batch on an answer that is not a mapping or names another message."""
         refused = {}
         for message in messages:
             try:

@@ -2,6 +2,7 @@
 
 import threading
 import time
+import uuid
 from collections import Counter
 from datetime import timedelta
 
@@ -85,6 +86,53 @@ def test_an_error_text_a_column_cannot_hold_is_stored_escaped_with_its_batch(
     assert (row.state, row.locked_until) == ("pending", None)
     assert row.last_error == "PublishError: broker said \\x00 and \\ud800"
     assert OutboxMessage.objects.published().count() == 2
+
+
+class Answering(InMemoryPublisher):
+    """Publishes nothing, and answers ``publish_many`` with ``answer(batch)``."""
+
+    def __init__(self, answer):
+        super().__init__(allow_in_memory=True)
+        self.answer = answer
+
+    def publish_many(self, messages):
+        return self.answer(messages)
+
+
+def test_a_refusal_keyed_by_the_message_id_as_text_counts(sent, make_messages):
+    refused, kept = make_messages(2)
+    publisher = Answering(lambda batch: {str(refused.id): PublishError("full")})
+
+    result = relay.drain(publisher=publisher)
+
+    assert (result.published, result.failed) == (1, 1)
+    row = OutboxMessage.objects.get(pk=refused.id)
+    assert (row.state, row.last_error) == ("pending", "PublishError: full")
+    assert OutboxMessage.objects.get(pk=kept.id).state == "published"
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (lambda batch: {"not-an-id": PublishError("full")}, "names no message"),
+        (lambda batch: {uuid.uuid4(): PublishError("full")}, "names no message"),
+        (lambda batch: None, "returned NoneType, not a mapping"),
+        (lambda batch: [m.id for m in batch], "returned list, not a mapping"),
+    ],
+    ids=["text", "another-id", "none", "list"],
+)
+def test_an_answer_naming_no_message_of_the_batch_fails_the_batch(
+    answer, error, sent, make_messages
+):
+    make_messages(2)
+
+    result = relay.drain(publisher=Answering(answer))
+
+    assert (result.published, result.failed) == (0, 2)
+    for row in OutboxMessage.objects.all():
+        assert row.state == "pending"
+        assert error in row.last_error
+        assert "Answering.publish_many()" in row.last_error
 
 
 def test_a_claim_leases_its_messages_until_the_lease_lapses(clock, make_messages):
