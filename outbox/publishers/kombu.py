@@ -1,6 +1,7 @@
 """A publisher that sends to a broker through kombu: RabbitMQ or Redis."""
 
 import contextlib
+import struct
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -215,7 +216,18 @@ class KombuPublisher(BasePublisher):
         with _Confirms(producer.channel) as confirms:
             with _coalesced_writes(self.connection.connection.transport):
                 for message in messages:
-                    self._send(producer, message)
+                    try:
+                        self._send(producer, message)
+                    except struct.error as exc:
+                        # py-amqp packs a message's fields before it writes a
+                        # frame of it: the broker never saw this one (nor
+                        # numbered it), and the channel goes on.
+                        refused[message.id] = PublishError(
+                            f"AMQP cannot encode {message.id}: {exc} (a routing "
+                            "key or header name over 255 bytes, an integer "
+                            "over 64 bits)."
+                        )
+                        continue
                     self._delivery_tag += 1
                     sent[self._delivery_tag] = message
                     confirms.unconfirmed.add(self._delivery_tag)

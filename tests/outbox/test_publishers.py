@@ -276,19 +276,25 @@ class KombuContract(PublisherContract):
         got = self.receive(50)
         assert [g["message_id"] for g in got] == [str(m.id) for m in messages]
 
-    def test_an_unroutable_message_fails_alone_inside_a_batch(self):
-        before, lost, after = make_message(), make_message(), make_message()
-        lost.aggregatetype = "invoice"  # only "order" is bound
+    def refused_alone(self, bad) -> PublishError:
+        """Publish ``bad`` in a batch between two messages; assert that it alone
+        fails, and that the publisher goes on. Return why it failed."""
+        before, after = make_message(), make_message()
         with self.make_publisher() as publisher:
-            refused = publisher.publish_many([before, lost, after])
+            refused = publisher.publish_many([before, bad, after])
             # The same publisher goes on: the connection itself is fine.
             assert publisher.publish_many([make_message()]) == {}
 
-        assert list(refused) == [lost.id]
-        assert isinstance(refused[lost.id], PublishError)
-        assert "routing key 'invoice'" in str(refused[lost.id])
+        assert list(refused) == [bad.id]
         got = self.receive(3)
         assert [g["message_id"] for g in got[:2]] == [str(before.id), str(after.id)]
+        assert isinstance(refused[bad.id], PublishError)
+        return refused[bad.id]
+
+    def test_an_unroutable_message_fails_alone_inside_a_batch(self):
+        # Only "order" is bound.
+        error = self.refused_alone(make_message(aggregatetype="invoice"))
+        assert "routing key 'invoice'" in str(error)
 
     def test_a_broken_broker_fails_the_whole_batch(self):
         messages = [make_message(), make_message()]
@@ -360,6 +366,34 @@ class TestKombuPublisherOnRabbitMQ(KombuContract):
             publisher.exchange = Exchange("outbox-test-does-not-exist", type="topic")
             with pytest.raises(PublishError):
                 publisher.publish(make_message())
+
+    @pytest.mark.parametrize(
+        "fields",
+        [
+            # 200 characters fit the column; 400 bytes do not fit a routing key.
+            {"aggregatetype": "é" * 200},
+            {"headers": {"k" * 300: "v"}},  # a table's keys: at most 255 bytes
+            {"headers": {"n": 2**70}},  # AMQP's integers have 64 bits
+        ],
+        ids=["long-routing-key", "long-header-key", "huge-int-header"],
+    )
+    def test_a_message_amqp_cannot_encode_fails_alone_inside_a_batch(self, fields):
+        bad = make_message()
+        for name, value in fields.items():
+            setattr(bad, name, value)
+        # The broker never saw it: the channel numbers the next publishes right.
+        assert "AMQP cannot encode" in str(self.refused_alone(bad))
+
+    def test_a_lost_connection_still_fails_the_whole_batch(self):
+        bad = make_message(aggregatetype="é" * 200)
+        messages = [make_message(), bad, make_message()]
+        with self.cuttable_publisher() as (publisher, outage), publisher:
+            publisher._producer()  # connected, then the link goes down
+            with outage():
+                refused = publisher.publish_many(messages)
+
+        assert set(refused) == {m.id for m in messages}
+        assert all(isinstance(e, PublishError) for e in refused.values())
 
 
 class TestKombuPublisherDestinations:
