@@ -3,14 +3,15 @@
 import uuid
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections, router, transaction
 
-from idempotency.shared import clock, tracing, units
+from idempotency.shared import clock, storable, tracing, units
 from idempotency.shared.headers import INTENT_HEADER, MESSAGE_ID_HEADER
 
 from . import signals
 from .conf import DEBEZIUM, outbox_settings
-from .exceptions import NotInTransaction
+from .exceptions import EventInvalid, NotInTransaction
 from .kicks import relay_kicker
 from .models import OutboxMessage
 
@@ -35,6 +36,10 @@ def record(
     Inside a unit of work (a keyed view, a consumer, a webhook handler) the
     event carries the unit's intent in its ``once-intent`` header; an intent
     given in ``headers`` is kept.
+
+    A value the table cannot store (a name over 255 characters, a NUL or a
+    lone surrogate, a payload or headers jsonb refuses) raises
+    ``EventInvalid`` before any SQL: the caller's transaction can go on.
     """
     using = using or router.db_for_write(OutboxMessage)
     connection = connections[using]
@@ -44,8 +49,9 @@ def record(
             "event commits with the change it describes; pass "
             "require_transaction=False to record it on its own."
         )
-    message_id = uuid.uuid4()
     aggregate_id = str(aggregate_id)
+    _check_storable(aggregate_type, aggregate_id, event_type, payload, headers)
+    message_id = uuid.uuid4()
     # Headers the caller gave win over the create span's context and the
     # current unit's intent.
     headers = {
@@ -81,6 +87,31 @@ def record(
             relay_kicker.on_commit(using)
         signals.recorded(message, using=using)
     return message_id
+
+
+def _check_storable(aggregate_type, aggregate_id, event_type, payload, headers):
+    """Refuse what the INSERT would refuse, before it: a DataError there would
+    break the caller's transaction in the middle of its work."""
+    meta = OutboxMessage._meta
+    columns = [
+        ("The aggregate type", aggregate_type, meta.get_field("aggregatetype")),
+        ("The aggregate id", aggregate_id, meta.get_field("aggregateid")),
+        ("The event type", event_type, meta.get_field("type")),
+    ]
+    try:
+        for what, value, column in columns:
+            limit = column.max_length or 0
+            if len(value) > limit:
+                raise ValueError(
+                    f"{what} has {len(value)} characters; the outbox keeps at "
+                    f"most {limit}"
+                )
+            storable.check_text(value, what)
+        # The columns' encoder: a datetime or a Decimal is stored as text.
+        storable.jsonb(payload, "The payload", encoder=DjangoJSONEncoder)
+        storable.jsonb(headers or {}, "A header", encoder=DjangoJSONEncoder)
+    except ValueError as exc:
+        raise EventInvalid(f"{exc}.") from exc
 
 
 def _intent_header(unit: units.Unit | None) -> dict:

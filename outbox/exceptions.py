@@ -22,6 +22,12 @@ class NotInTransaction(OutboxError):
     title = "An outbox event was recorded outside a transaction"
 
 
+class EventInvalid(OutboxError, ValueError):
+    """``record()`` was given a value the outbox table cannot store."""
+
+    title = "An outbox event holds a value that cannot be stored"
+
+
 class PublishError(OutboxError):
     """The broker did not take the message; the attempt counts as failed."""
 

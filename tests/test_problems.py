@@ -17,7 +17,7 @@ from idempotency.exceptions import IdempotencyError
 from idempotency.shared.exceptions import OnceError
 from idempotency.shared.problems import from_exception
 from inbox.exceptions import InboxError, MessageIdInvalid, MessageIdMissing
-from outbox.exceptions import OutboxConfigurationError, OutboxError
+from outbox.exceptions import EventInvalid, OutboxConfigurationError, OutboxError
 from webhooks.exceptions import (
     MALFORMED_BODY,
     REASONS,
@@ -39,6 +39,7 @@ def test_every_apps_errors_share_the_one_problem_base(base):
 def test_the_errors_keep_the_bases_callers_catch_them_by():
     assert issubclass(MessageIdMissing, ValueError)
     assert issubclass(MessageIdInvalid, ValueError)
+    assert issubclass(EventInvalid, ValueError)
     assert issubclass(OutboxConfigurationError, ImproperlyConfigured)
     # processing.drain catches them apart: neither may catch the other.
     assert not issubclass(ReceiptUnreadable, HandlerFailed)

@@ -7,7 +7,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from outbox.api import MESSAGE_ID_HEADER, record
-from outbox.exceptions import NotInTransaction
+from outbox.exceptions import EventInvalid, NotInTransaction
 from outbox.models import OutboxMessage
 from tests.testapp.models import Widget
 
@@ -65,6 +65,48 @@ def test_a_failing_record_rolls_back_the_business_row():
 
     assert Widget.objects.count() == 0
     assert OutboxMessage.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "headers", "error"),
+    [
+        (("o" * 256, 1, "order.created", {}), None, "aggregate type has 256"),
+        (("order", "1" * 256, "order.created", {}), None, "aggregate id has 256"),
+        (("order", 1, "t" * 256, {}), None, "event type has 256"),
+        (("order\x00", 1, "order.created", {}), None, "NUL"),
+        (("order", 1, "order.created", {"note": "a\x00b"}), None, "NUL"),
+        (("order", 1, "order.created", ["a\ud800b"]), None, "lone surrogate"),
+        (("order", 1, "order.created", {"n": float("nan")}), None, "not JSON"),
+        (("order", 1, "order.created", {}), {"k\x00": 1}, "header holds a NUL"),
+        (("order", 1, "order.created", {}), {"k": "\udfff"}, "lone surrogate"),
+    ],
+    ids=[
+        "long-type",
+        "long-id",
+        "long-event-type",
+        "nul-type",
+        "nul-payload",
+        "surrogate-payload",
+        "nan-payload",
+        "nul-header-key",
+        "surrogate-header",
+    ],
+)
+def test_record_refuses_a_value_the_table_cannot_store_before_any_sql(
+    args, headers, error
+):
+    with transaction.atomic():
+        Widget.objects.create(name="w")
+        with (
+            CaptureQueriesContext(connection) as queries,
+            pytest.raises(EventInvalid, match=error),
+        ):
+            record(*args, headers=headers)
+        assert queries.captured_queries == []
+        # The caller's transaction goes on.
+        record("widget", 1, "widget.created", {"at": Widget.objects.get().pk})
+
+    assert OutboxMessage.objects.count() == 1
 
 
 def test_record_refuses_to_run_outside_a_transaction():
