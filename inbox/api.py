@@ -17,7 +17,7 @@ from django.db import OperationalError, connections, router, transaction
 from idempotency.shared import clock, isolation, tracing, units
 from idempotency.shared.exceptions import ClaimRaced
 from idempotency.shared.headers import EVENT_HEADERS, INTENT_HEADER, MESSAGE_ID_HEADER
-from idempotency.shared.steps import Abandon, StepInTransaction, begin
+from idempotency.shared.steps import Abandon, StepInTransaction, StepTakenOver, begin
 
 from . import signals
 from .conf import inbox_settings
@@ -142,8 +142,9 @@ def receive_steps(
     run again), or raises anything on the ``last_attempt`` (the error goes
     on, for the caller to record the message dead). Any other exception
     leaves the delivery running, for a retry to resume. Raises
-    ``DeliveryBusy`` while another worker's lease on it is live. ``intent``
-    as for ``receive()``.
+    ``DeliveryBusy`` while another worker's lease on it is live, and
+    ``StepTakenOver`` (writing nothing more) once a newer worker took over
+    this one's lapsed lease. ``intent`` as for ``receive()``.
     """
     if not subscriber or not message_id:
         raise MessageIdMissing("receive_steps() needs a subscriber and a message id.")
@@ -157,9 +158,8 @@ def receive_steps(
         )
     lease = inbox_settings.STEPS_LEASE
     inbox = InboxMessage.objects
-    claimed = inbox.claim_running(
-        subscriber, message_id, clock.now(), lease, using=using
-    )
+    now = clock.now()
+    claimed = inbox.claim_running(subscriber, message_id, now, lease, using=using)
     if claimed == BUSY:
         raise DeliveryBusy(
             f"Another worker holds {message_id} for {subscriber}.",
@@ -171,8 +171,16 @@ def receive_steps(
         yield duplicate
         return
 
+    # The lease this worker holds: renewing and releasing are fenced on it.
+    held = now + lease
+
     def renew(locked_until):
-        inbox.renew(subscriber, message_id, locked_until, using=using)
+        nonlocal held
+        if not inbox.renew(
+            subscriber, message_id, locked_until, held=held, using=using
+        ):
+            raise StepTakenOver(f"Another worker took over {message_id}.")
+        held = locked_until
 
     delivery = Delivery(subscriber, message_id, False, intent)
     handle = begin(
@@ -181,6 +189,8 @@ def receive_steps(
     try:
         with units.running(delivery.unit):
             yield replace(delivery, steps=handle)
+    except StepTakenOver:
+        raise  # a newer worker holds the delivery: nothing here is ours to write
     except Abandon as abandon:
         handle.give_up(abandon.reason)
         inbox.finish_running(subscriber, message_id, using=using)
@@ -190,7 +200,7 @@ def receive_steps(
             handle.give_up(f"its attempts ran out: {exc!r}")
         else:
             # This worker is done with it: its retry resumes at once.
-            inbox.release(subscriber, message_id, using=using)
+            inbox.release(subscriber, message_id, held=held, using=using)
         raise
     # The unit's end and the delivery's "applied" commit together.
     with transaction.atomic(using=using):

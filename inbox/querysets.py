@@ -103,16 +103,22 @@ class InboxMessageManager(_BaseManager):
         row = self._upsert(_RUNNING_CLAIMED, _running_claim_sql, values, using=using)
         return row[0] if row else BUSY
 
-    def release(self, subscriber, message_id, *, using) -> None:
+    def release(self, subscriber, message_id, *, held, using) -> None:
         """Let a running delivery's lease go: the attempt holding it failed,
         and its retry (or any redelivery) resumes it at once."""
-        self.renew(subscriber, message_id, None, using=using)
+        self.renew(subscriber, message_id, None, held=held, using=using)
 
-    def renew(self, subscriber, message_id, locked_until, *, using) -> None:
-        """Extend a running delivery's lease (its steps progress)."""
-        self.db_manager(using).for_message(subscriber, message_id).filter(
-            state=RUNNING
-        ).update(locked_until=locked_until)
+    def renew(self, subscriber, message_id, locked_until, *, held, using) -> bool:
+        """Extend a running delivery's lease (its steps progress); False when
+        ``held``, the lease this worker set, is no longer the row's."""
+        # Fenced on the lease: a worker whose lease lapsed and was taken over
+        # must not clear or extend the newer worker's.
+        return bool(
+            self.db_manager(using)
+            .for_message(subscriber, message_id)
+            .filter(state=RUNNING, locked_until=held)
+            .update(locked_until=locked_until)
+        )
 
     def finish_running(self, subscriber, message_id, *, using) -> int:
         """Mark a steps consumer's delivery applied: a redelivery is a duplicate

@@ -1,15 +1,16 @@
 """The inbox's steps consumer: its claim commits first with a lease, a
 redelivery resumes at the first unfinished step, and giving up compensates."""
 
+import contextvars
 import threading
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from datetime import timedelta
 
 import pytest
 from django.db import transaction
 
 from idempotency.shared import clock as shared_clock
-from idempotency.shared.steps import Abandon, StepInTransaction
+from idempotency.shared.steps import Abandon, StepInTransaction, StepTakenOver
 from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.testing.clock import controlled_clock
 from idempotency.shared.testing.crashes import SimulatedCrash
@@ -113,6 +114,80 @@ def test_a_failed_run_lets_its_lease_go_and_its_retry_resumes():
         consume("m1", fail=True)
     assert consume("m1") == "applied"
     assert calls == ["book", "label", "mail"]
+
+
+def newer_worker(stack):
+    """Take the delivery over as a redelivery would; its block stays open
+    until ``stack`` closes. Here two workers' blocks interleave in one
+    thread, so it runs in a context of its own: the current unit it sets
+    must not outlive it in the test's."""
+    context = contextvars.copy_context()
+    block = receive_steps("shipping", "m1")
+    delivery = context.run(block.__enter__)
+    stack.callback(context.run, block.__exit__, None, None, None)
+    return delivery
+
+
+def times_out(key):
+    raise RuntimeError("the carrier timed out")
+
+
+@pytest.mark.parametrize(
+    ("wakes_to", "raised"),
+    [(called("label"), StepTakenOver), (times_out, RuntimeError)],
+    ids=["its-recovery-point-is-fenced-out", "its-call-fails"],
+)
+def test_a_worker_taken_over_mid_steps_leaves_the_newer_workers_lease_alone(
+    clock, wakes_to, raised
+):
+    with ExitStack() as newer_block:
+        with pytest.raises(raised), receive_steps("shipping", "m1") as first:
+            first.step("book", called("book"))
+            # Its lease lapses mid-call, and a redelivery takes it over.
+            clock.advance(inbox_settings.STEPS_LEASE + timedelta(seconds=1))
+            newer = newer_worker(newer_block)
+            lease = row().locked_until
+            first.step("label", wakes_to)  # it wakes: its block ends
+
+        assert row().locked_until == lease
+        with pytest.raises(DeliveryBusy):
+            consume("m1")  # a third copy waits for the newer worker
+        newer.step("label", called("label"))
+    assert row().state == InboxMessage.State.APPLIED
+
+
+def test_a_last_attempt_taken_over_leaves_the_unit_to_the_newer_worker(clock):
+    past_a_lease = inbox_settings.STEPS_LEASE + timedelta(seconds=1)
+    with ExitStack() as newer_block:
+        with (
+            pytest.raises(StepTakenOver),
+            receive_steps("shipping", "m1", last_attempt=True) as first,
+        ):
+            first.step("book", called("book"), undo=undo_step)
+            clock.advance(past_a_lease)
+            newer_worker(newer_block)
+            clock.advance(past_a_lease)  # the newer worker is slow too
+            first.step("label", called("label"))
+
+        assert calls == ["book", "label"]  # nothing undone
+        assert UnitRecord.objects.get().state == UnitRecord.State.RUNNING
+
+
+def test_a_worker_whose_lapsed_lease_another_took_stops_at_its_renewal(clock):
+    lease = inbox_settings.STEPS_LEASE
+    with pytest.raises(StepTakenOver), receive_steps("shipping", "m1") as first:
+        clock.advance(lease + timedelta(seconds=1))
+        # Another worker's claim takes the delivery; its unit has not begun,
+        # so this worker's next recovery point is still stored.
+        InboxMessage.objects.claim_running(
+            "shipping", "m1", shared_clock.now(), lease, using="default"
+        )
+        taken = row().locked_until
+        first.step("book", called("book"))
+        first.step("label", called("label"))
+
+    assert calls == ["book"]
+    assert row().locked_until == taken
 
 
 # Threads racing one row: SQLite locks the whole table instead.
