@@ -4,13 +4,12 @@ import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from enum import StrEnum
-from typing import NoReturn
 
 from django.db import InterfaceError, OperationalError, router, transaction
 from django.db.models import F
 
 from idempotency.shared import clock, isolation, tracing, units
-from idempotency.shared.steps import Abandon, begin
+from idempotency.shared.steps import Abandon, StepTakenOver, begin
 
 from . import signals
 from .conf import webhooks_settings
@@ -44,10 +43,13 @@ def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
 
     Raises ``HandlerFailed`` or ``ReceiptUnreadable`` after recording the
     failure. Steps handlers that fail on the ``last_attempt`` give their
-    unit up first: the undos of its completed steps run.
+    unit up first: the undos of its completed steps run. A worker whose
+    steps lease lapsed and was taken over writes nothing more: ``LEASED``.
     """
     receipts = _receipts()
     locked = False
+    # The receipt, once its steps lease is this worker's.
+    leased: WebhookReceipt | None = None
     try:
         # The handlers' writes and the "processed" mark commit as one.
         with transaction.atomic(using=receipts.db):
@@ -67,13 +69,15 @@ def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
                 return Outcome.LEASED
         # Committed: the lease is this worker's, and the steps run outside
         # any transaction.
+        leased = receipt
         return _run_steps(receipts, receipt, last_attempt=last_attempt)
     except Exception as exc:
         if not locked and isolation.is_serialization_failure(exc):
             # REPEATABLE READ or SERIALIZABLE: another worker finished it
             # after this transaction's snapshot. A new one sees that.
             return process(receipt_id, last_attempt=last_attempt)
-        _fail(receipts, receipt_id, exc)
+        _fail(receipts, receipt_id, exc, leased)
+        return Outcome.LEASED  # not recorded: a newer worker holds the lease
 
 
 def process_next() -> int | None:
@@ -85,6 +89,7 @@ def process_next() -> int | None:
     """
     receipts = _receipts()
     taken = None
+    leased: WebhookReceipt | None = None
     try:
         # As in process(): the handlers' writes and the mark commit as one.
         with transaction.atomic(using=receipts.db):
@@ -98,12 +103,14 @@ def process_next() -> int | None:
                 _run_handlers(receipt)
                 return taken
             _take_for_steps(receipts, receipt)  # next_received() left it free
+        leased = receipt
         _run_steps(receipts, receipt)
         return taken
     except Exception as exc:
         if taken is None:
             raise  # taking a receipt failed (the database), not a receipt
-        _fail(receipts, taken, exc)
+        _fail(receipts, taken, exc, leased)
+        return taken  # not recorded: a newer worker holds the lease
 
 
 def drain(limit: int, retry: Callable[[int], None]) -> int:
@@ -193,7 +200,13 @@ def _run_steps(receipts, receipt, *, last_attempt=False) -> Outcome:
     held = receipts.filter(pk=receipt.pk)
 
     def renew(until):
-        held.update(locked_until=until)
+        # Fenced on the lease this worker set: once it lapsed and a newer
+        # worker took the receipt, this one must not extend that one's.
+        if not held.filter(locked_until=receipt.locked_until).update(
+            locked_until=until
+        ):
+            raise StepTakenOver(f"Another worker took over receipt {receipt.pk}.")
+        receipt.locked_until = until
 
     handle = begin(
         unit,
@@ -215,6 +228,8 @@ def _run_steps(receipts, receipt, *, last_attempt=False) -> Outcome:
         ):
             for handler in handlers_for(receipt.source, receipt.event_type):
                 handler(event)
+    except StepTakenOver:
+        raise  # a newer worker holds the unit: giving it up is not ours to do
     except Abandon as abandon:
         handle.give_up(abandon.reason)
         abandoned = f"abandoned and compensated: {abandon.reason}"
@@ -249,11 +264,18 @@ def _event(receipt, steps=None) -> Event:
     )
 
 
-def _fail(receipts, receipt_id, exc) -> NoReturn:
-    """Mark the receipt failed with the traceback of ``exc``, then raise."""
+def _fail(receipts, receipt_id, exc, leased=None) -> None:
+    """Mark the receipt failed with the traceback of ``exc``, then raise.
+
+    ``leased``: the receipt whose steps this worker ran. When a newer worker
+    has taken over its lease since, nothing is written and this returns.
+    """
     error = traceback.format_exc()[-MAX_ERROR_LENGTH:]
+    lease = leased.locked_until if leased is not None else None
     # A short transaction of its own: the failed one rolled back.
-    receipts.record_failure(receipt_id, error)
+    recorded = receipts.record_failure(receipt_id, error, lease=lease)
+    if lease is not None and not recorded:
+        return
     identity = (
         receipts.filter(pk=receipt_id)
         .values("source", "delivery_id", "event_type", "attempts")

@@ -102,18 +102,21 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
         State = self.model.State
         return bool(self.filter(pk=pk, state=State.FAILED).update(state=State.RECEIVED))
 
-    def record_failure(self, pk, error):
-        """Mark failed after the processing transaction rolled back."""
-        return (
-            self.filter(pk=pk)
-            .exclude(state__in=self.model.FINISHED)
-            .update(
-                state=self.model.State.FAILED,
-                attempts=models.F("attempts") + 1,
-                last_error=error,
-                # A steps run that failed lets its lease go: the retry resumes.
-                locked_until=None,
-            )
+    def record_failure(self, pk, error, *, lease=None):
+        """Mark failed after the processing transaction rolled back; return
+        1, or 0 when it was finished or (``lease``: the steps lease the
+        failed worker held) a newer worker has taken it over since."""
+        unfinished = self.filter(pk=pk).exclude(state__in=self.model.FINISHED)
+        if lease is not None:
+            # Fenced on the lease: a newer worker runs the steps now, and its
+            # receipt is neither failed nor freed by the one it replaced.
+            unfinished = unfinished.filter(locked_until=lease)
+        return unfinished.update(
+            state=self.model.State.FAILED,
+            attempts=models.F("attempts") + 1,
+            last_error=error,
+            # A steps run that failed lets its lease go: the retry resumes.
+            locked_until=None,
         )
 
 

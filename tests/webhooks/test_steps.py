@@ -104,6 +104,101 @@ def test_a_failed_run_is_retried_from_its_first_unfinished_step(steps_handler):
     assert calls == ["charge", "ship"]
 
 
+class StillCalling(BaseException):
+    """Stops the newer worker mid-call, its lease live, as if it hung there."""
+
+
+def times_out():
+    raise RuntimeError("the carrier timed out")
+
+
+@pytest.mark.parametrize("drained", [False, True], ids=["process", "drain"])
+@pytest.mark.parametrize(
+    "wakes_to",
+    [lambda: "shipped", times_out],
+    ids=["its-recovery-point-is-fenced-out", "its-call-fails"],
+)
+def test_a_worker_taken_over_mid_steps_reports_leased_and_writes_nothing(
+    clock, wakes_to, drained
+):
+    runs = []
+
+    @on("github", "push", steps=True)
+    def ship(event):
+        event.step("charge", called("charge"))
+
+        def hang(key):
+            runs.append(key)
+            if len(runs) > 1:
+                raise StillCalling
+            # Past this worker's lease, a newer one takes the receipt over.
+            clock.advance(webhooks_settings.STEPS_LEASE + timedelta(seconds=1))
+            with pytest.raises(StillCalling):
+                processing.process(receipt.pk)
+            return wakes_to()
+
+        event.step("ship", hang)
+
+    receipt = new_receipt()
+    if drained:
+        assert processing.process_next() == receipt.pk
+    else:
+        assert processing.process(receipt.pk) == processing.Outcome.LEASED
+
+    receipt.refresh_from_db()
+    assert receipt.state == "received"
+    assert receipt.locked_until > clock.now()  # the newer worker's lease
+    assert processing.process(receipt.pk) == processing.Outcome.LEASED
+
+
+def test_a_last_attempt_taken_over_leaves_the_unit_to_the_newer_worker(clock):
+    past_a_lease = webhooks_settings.STEPS_LEASE + timedelta(seconds=1)
+    runs = []
+
+    @on("github", "push", steps=True)
+    def ship(event):
+        event.step("charge", called("charge"), undo=undo_step)
+
+        def hang(key):
+            runs.append(key)
+            if len(runs) > 1:
+                raise StillCalling
+            clock.advance(past_a_lease)
+            with pytest.raises(StillCalling):
+                processing.process(receipt.pk)
+            clock.advance(past_a_lease)  # the newer worker is slow too
+            return "shipped"
+
+        event.step("ship", hang)
+
+    receipt = new_receipt()
+    outcome = processing.process(receipt.pk, last_attempt=True)
+
+    assert outcome == processing.Outcome.LEASED
+    assert calls == ["charge"]  # nothing undone
+    assert UnitRecord.objects.get().state == UnitRecord.State.RUNNING
+
+
+def test_a_worker_whose_lapsed_lease_another_took_stops_at_its_renewal(clock):
+    @on("github", "push", steps=True)
+    def ship(event):
+        clock.advance(webhooks_settings.STEPS_LEASE + timedelta(seconds=1))
+        # Another worker leases the lapsed receipt; its unit has not begun,
+        # so this worker's next recovery point is still stored.
+        WebhookReceipt.objects.filter(pk=receipt.pk).update(
+            locked_until=clock.now() + webhooks_settings.STEPS_LEASE
+        )
+        event.step("charge", called("charge"))
+        event.step("ship", called("ship"))
+
+    receipt = new_receipt()
+    assert processing.process(receipt.pk) == processing.Outcome.LEASED
+
+    assert calls == ["charge"]
+    receipt.refresh_from_db()
+    assert receipt.state == "received"
+
+
 def test_the_drain_runs_steps_handlers_too(steps_handler):
     receipt = new_receipt()
     assert processing.process_next() == receipt.pk
