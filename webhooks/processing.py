@@ -8,7 +8,7 @@ from enum import StrEnum
 from django.db import InterfaceError, OperationalError, router, transaction
 from django.db.models import F
 
-from idempotency.shared import clock, isolation, tracing, units
+from idempotency.shared import clock, isolation, storable, tracing, units
 from idempotency.shared.steps import Abandon, StepTakenOver, begin
 
 from . import signals
@@ -50,6 +50,8 @@ def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
     locked = False
     # The receipt, once its steps lease is this worker's.
     leased: WebhookReceipt | None = None
+    # The state its handlers ran from, in the transaction that rolled back.
+    taken_from = None
     try:
         # The handlers' writes and the "processed" mark commit as one.
         with transaction.atomic(using=receipts.db):
@@ -64,6 +66,7 @@ def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
             if receipt.state in WebhookReceipt.FINISHED:
                 return Outcome(receipt.state)
             if not runs_steps(handlers_for(receipt.source, receipt.event_type)):
+                taken_from = receipt.state
                 return _run_handlers(receipt)
             if not _take_for_steps(receipts, receipt):
                 return Outcome.LEASED
@@ -76,7 +79,7 @@ def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
             # REPEATABLE READ or SERIALIZABLE: another worker finished it
             # after this transaction's snapshot. A new one sees that.
             return process(receipt_id, last_attempt=last_attempt)
-        _fail(receipts, receipt_id, exc, leased)
+        _fail(receipts, receipt_id, exc, leased, taken_from=taken_from)
         return Outcome.LEASED  # not recorded: a newer worker holds the lease
 
 
@@ -264,16 +267,20 @@ def _event(receipt, steps=None) -> Event:
     )
 
 
-def _fail(receipts, receipt_id, exc, leased=None) -> None:
+def _fail(receipts, receipt_id, exc, leased=None, *, taken_from=None) -> None:
     """Mark the receipt failed with the traceback of ``exc``, then raise.
 
     ``leased``: the receipt whose steps this worker ran. When a newer worker
     has taken over its lease since, nothing is written and this returns.
+    ``taken_from``: the state the handlers ran from (see ``record_failure``).
     """
-    error = traceback.format_exc()[-MAX_ERROR_LENGTH:]
+    # A handler's message may hold what a text column refuses (a NUL).
+    error = storable.text(traceback.format_exc()[-MAX_ERROR_LENGTH:])
     lease = leased.locked_until if leased is not None else None
     # A short transaction of its own: the failed one rolled back.
-    recorded = receipts.record_failure(receipt_id, error, lease=lease)
+    recorded = receipts.record_failure(
+        receipt_id, error, lease=lease, taken_from=taken_from
+    )
     if lease is not None and not recorded:
         return
     identity = (

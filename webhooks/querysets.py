@@ -102,11 +102,18 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
         State = self.model.State
         return bool(self.filter(pk=pk, state=State.FAILED).update(state=State.RECEIVED))
 
-    def record_failure(self, pk, error, *, lease=None):
+    def record_failure(self, pk, error, *, lease=None, taken_from=None):
         """Mark failed after the processing transaction rolled back; return
         1, or 0 when it was finished or (``lease``: the steps lease the
-        failed worker held) a newer worker has taken it over since."""
+        failed worker held) a newer worker has taken it over since.
+
+        ``taken_from``: the state the failed run took it in. A redelivery
+        may have reopened a failed receipt while the run held its lock: it is
+        received again, for the drain that redelivery kicked, and stays so.
+        """
         unfinished = self.filter(pk=pk).exclude(state__in=self.model.FINISHED)
+        if taken_from is not None:
+            unfinished = unfinished.filter(state=taken_from)
         if lease is not None:
             # Fenced on the lease: a newer worker runs the steps now, and its
             # receipt is neither failed nor freed by the one it replaced.

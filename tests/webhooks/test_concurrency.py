@@ -263,3 +263,81 @@ def test_a_delivery_whose_conflict_keeps_vanishing_is_503_to_retry(monkeypatch):
 
 def _delete(pk):
     return WebhookReceipt.objects.filter(pk=pk).delete()[0]
+
+
+def _wait_for_a_lock_wait(seconds=10.0):
+    """Until another backend waits on a lock (the reopen on the row lock)."""
+    deadline = time.monotonic() + seconds
+    with connections["default"].cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                "'Lock' AND datname = current_database()"
+            )
+            if cursor.fetchone()[0]:
+                return
+            time.sleep(0.01)
+    raise AssertionError("no backend waited on the receipt's lock")
+
+
+def test_a_redelivery_during_a_failing_retry_is_reopened_and_runs(
+    settings, monkeypatch
+):
+    # The retry of a failed receipt holds its row lock while its handler
+    # runs; the provider's redelivery waits on that lock to reopen it, and
+    # does once the retry rolls back. The retry's failure mark then left the
+    # reopened receipt failed, and the redelivery's drain found nothing.
+    settings.WEBHOOKS = {**settings.WEBHOOKS, "ENQUEUE": lambda pk: None}
+    calls, started, go = [], threading.Event(), threading.Event()
+
+    @on("github", "push")
+    def flaky(event):
+        calls.append(event.delivery_id)
+        if len(calls) == 1:
+            started.set()
+            go.wait(10)
+            raise RuntimeError("downstream still down")
+
+    pk = _stored_receipt()
+    WebhookReceipt.objects.filter(pk=pk).update(state="failed", attempts=1)
+    reopened = threading.Event()
+    record_failure = WebhookQuerySet.record_failure
+
+    def after_the_reopen(self, *args, **kwargs):
+        reopened.wait(10)  # the order that lost the redelivery
+        return record_failure(self, *args, **kwargs)
+
+    monkeypatch.setattr(WebhookQuerySet, "record_failure", after_the_reopen)
+
+    def worker():  # the task's retry
+        try:
+            processing.process(pk)
+        except processing.HandlerFailed:
+            pass
+        finally:
+            connections.close_all()
+
+    def redeliver():
+        try:
+            answer.append(deliver())
+        finally:
+            reopened.set()
+            connections.close_all()
+
+    thread, answer = threading.Thread(target=worker), []
+    thread.start()
+    try:
+        assert started.wait(10)
+        redelivery = threading.Thread(target=redeliver)
+        redelivery.start()
+        _wait_for_a_lock_wait()
+    finally:
+        go.set()
+        thread.join(10)
+    redelivery.join(10)
+
+    assert answer == [202]
+    assert WebhookReceipt.objects.get(pk=pk).state == "received"
+    processing.drain(10, lambda pk: None)  # the drain the redelivery kicked
+    assert WebhookReceipt.objects.get(pk=pk).state == "processed"
+    assert calls == ["evt_race", "evt_race"]

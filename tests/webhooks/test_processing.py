@@ -96,10 +96,18 @@ def test_a_missing_receipt_is_reported():
     assert processing.process(12345) == processing.Outcome.MISSING
 
 
-def test_a_failing_handler_rolls_back_and_records_the_failure(calls):
+@pytest.mark.parametrize(
+    ("message", "recorded"),
+    [
+        ("downstream said no", "downstream said no"),
+        # What a text column refuses is recorded escaped.
+        ("downstream said \x00no \udc80", "downstream said \\x00no \\udc80"),
+    ],
+)
+def test_a_failing_handler_rolls_back_and_records_the_failure(calls, message, recorded):
     @on("github", "push")
     def explode(event):
-        raise RuntimeError("downstream said no")
+        raise RuntimeError(message)
 
     deliver()
     with pytest.raises(processing.HandlerFailed):
@@ -108,7 +116,7 @@ def test_a_failing_handler_rolls_back_and_records_the_failure(calls):
     failed = receipt()
     assert failed.state == "failed"
     assert failed.attempts == 1
-    assert "downstream said no" in failed.last_error
+    assert recorded in failed.last_error
     # The first handler's write rolled back with the failure.
     assert Widget.objects.count() == 0
 

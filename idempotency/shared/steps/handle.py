@@ -455,4 +455,5 @@ def undo_path_of(undo) -> str:
 
 
 def error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:MAX_ERROR]
+    # A call's message may hold what a text column refuses (a NUL).
+    return storable.text(f"{type(exc).__name__}: {exc}"[:MAX_ERROR])

@@ -159,6 +159,16 @@ def test_a_step_that_raises_is_noted_and_called_again_next_time():
     assert (row.state, row.attempts, row.error, row.attempt) == ("done", 2, "", 2)
 
 
+def test_a_steps_error_a_text_column_refuses_is_noted_escaped():
+    def refused(key):
+        raise ConnectionError("peer sent \x00")
+
+    with pytest.raises(ConnectionError):
+        start().step("refused", refused)
+    row = StepRecord.objects.get()
+    assert (row.state, row.error) == ("failed", "ConnectionError: peer sent \\x00")
+
+
 def test_a_step_inside_an_open_transaction_is_refused():
     steps = start()
     with transaction.atomic(), pytest.raises(StepInTransaction, match="atomic=True"):
