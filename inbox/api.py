@@ -5,7 +5,7 @@ import json
 import logging
 import random
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -14,7 +14,7 @@ from celery import Task, current_task, shared_task
 from celery.exceptions import Ignore, Reject, Retry
 from django.db import OperationalError, connections, router, transaction
 
-from idempotency.shared import clock, isolation, tracing, units
+from idempotency.shared import clock, isolation, storable, tracing, units
 from idempotency.shared.exceptions import ClaimRaced
 from idempotency.shared.headers import EVENT_HEADERS, INTENT_HEADER, MESSAGE_ID_HEADER
 from idempotency.shared.steps import Abandon, StepInTransaction, StepTakenOver, begin
@@ -222,8 +222,10 @@ def checked_message_id(message_id) -> str:
             f"Message id of {len(message_id)} characters; the inbox keeps at "
             f"most {limit}."
         )
-    if "\x00" in message_id:
-        raise MessageIdInvalid("Message id holds a NUL character.")
+    try:
+        storable.check_text(message_id, "Message id")
+    except ValueError as exc:
+        raise MessageIdInvalid(f"{exc}.") from None
     return message_id
 
 
@@ -242,14 +244,14 @@ def checked_intent(intent) -> str:
     return ""
 
 
-def intent_from(headers: dict | None = None) -> str | None:
+def intent_from(headers: Mapping | None = None) -> str | None:
     """Find the intent a delivery carries: our header, else the one inside the
     event's own headers (``once-headers``: Debezium's router sends only that
     one, as JSON text)."""
-    headers = headers or {}
-    if headers.get(INTENT_HEADER):
-        return headers[INTENT_HEADER]
-    event_headers = headers.get(EVENT_HEADERS)
+    found = _mapping(headers)
+    if found.get(INTENT_HEADER):
+        return found[INTENT_HEADER]
+    event_headers = found.get(EVENT_HEADERS)
     if isinstance(event_headers, str | bytes):
         try:
             event_headers = json.loads(event_headers)
@@ -260,16 +262,22 @@ def intent_from(headers: dict | None = None) -> str | None:
     return None
 
 
-def message_id_from(headers: dict | None = None, body=None) -> str | None:
+def message_id_from(headers: Mapping | None = None, body=None) -> str | None:
     """Find the message id of a delivery: our header, Debezium's, CloudEvents'."""
-    headers = headers or {}
+    found = _mapping(headers)
     for name in (MESSAGE_ID_HEADER, DEBEZIUM_HEADER, *CLOUDEVENTS_HEADERS):
-        if headers.get(name):
-            return str(headers[name])
+        if found.get(name):
+            return str(found[name])
     # A structured-mode CloudEvent carries its id in the body.
     if isinstance(body, dict) and "specversion" in body and body.get("id"):
         return str(body["id"])
     return None
+
+
+def _mapping(headers: object) -> Mapping:
+    # Anything but a mapping (a producer's text, say) carries no header we
+    # can read: the delivery is found by what comes next.
+    return headers if isinstance(headers, Mapping) else {}
 
 
 def consumer(
@@ -542,7 +550,8 @@ def _redrive(task, args, kwargs) -> dict | None:
         "queue": (request.delivery_info or {}).get("routing_key"),
     }
     try:
-        json.dumps(redrive)
+        # What jsonb refuses (a NUL in the payload) would fail the burial and
+        # bring the message back for ever: replay it from the producer then.
+        return storable.jsonb(redrive)
     except (TypeError, ValueError):
         return None  # not JSON (a pickle serializer): replay from the producer
-    return redrive

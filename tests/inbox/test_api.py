@@ -250,7 +250,9 @@ def test_a_consumer_that_dies_before_the_ack_gets_a_detected_redelivery():
 
 
 @pytest.mark.parametrize(
-    "message_id", ["x" * 256, "m\x001"], ids=["over-255-characters", "nul"]
+    "message_id",
+    ["x" * 256, "m\x001", "m-\ud800"],
+    ids=["over-255-characters", "nul", "lone-surrogate"],
 )
 def test_an_id_the_column_cannot_hold_is_refused_before_any_transaction(message_id):
     with (
@@ -302,3 +304,33 @@ def test_burying_never_turns_an_applied_message_dead():
 
     row = InboxMessage.objects.get()
     assert (row.state, row.last_error) == ("applied", "")
+
+
+@pytest.mark.parametrize(
+    "payload", [{"note": "a\x00b"}, {"note": "\ud800"}], ids=["nul", "lone-surrogate"]
+)
+def test_a_message_whose_arguments_jsonb_refuses_is_buried_without_a_redrive(
+    tmp_path, payload
+):
+    # Its redrive could not be stored: burying it failed, and the message
+    # was requeued, ran and failed again, for ever.
+    from inbox.conf import inbox_settings
+    from tests.inbox.consumers import flaky
+
+    result = flaky.apply(
+        kwargs={
+            "payload": {"runs": str(tmp_path / "runs"), "failures": 9, **payload},
+            "headers": {"once-message-id": "m-refused"},
+        },
+        task_id=str(uuid.uuid4()),
+        retries=inbox_settings.MAX_ATTEMPTS - 1,
+    )
+
+    assert result.state == "IGNORED"  # recorded dead, so acked
+    row = InboxMessage.objects.dead().get()
+    assert (row.message_id, row.redrive) == ("m-refused", None)
+
+
+@pytest.mark.parametrize("headers", ["once-message-id: m1", ["m1"], None])
+def test_headers_that_are_no_mapping_carry_no_message_id(headers):
+    assert message_id_from(headers) is None
