@@ -1,10 +1,12 @@
 """Record an event in the caller's transaction: ``record(...)``."""
 
 import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections, router, transaction
+from django.db.models import Max
 
 from idempotency.shared import clock, storable, tracing, units
 from idempotency.shared.headers import INTENT_HEADER, MESSAGE_ID_HEADER
@@ -63,11 +65,13 @@ def record(
     # savepoint=False: joining the caller's transaction costs nothing, and a
     # failure here must fail the caller's change too.
     with transaction.atomic(using=using, savepoint=False):
-        if outbox_settings.ORDERED:
-            _lock_aggregate(connection, aggregate_type, aggregate_id)
         # Read the clock after the lock: in ordered mode created_at must follow
         # the commit of the previous writer of this aggregate.
-        now = clock.now()
+        if outbox_settings.ORDERED:
+            _lock_aggregate(connection, aggregate_type, aggregate_id)
+            now = _after_the_aggregates_last(using, aggregate_type, aggregate_id)
+        else:
+            now = clock.now()
         message = OutboxMessage.objects.using(using).create(
             id=message_id,
             aggregatetype=aggregate_type,
@@ -124,6 +128,22 @@ def _debezium_span_context(headers):
     if outbox_settings.RELAY != DEBEZIUM:
         return ""
     return tracing.java_properties(headers)
+
+
+def _after_the_aggregates_last(using, aggregate_type, aggregate_id) -> datetime:
+    """Now, or just after the aggregate's last unpublished event if that is
+    later: the relay publishes an aggregate's events in created_at order, and
+    the previous writer may have run on a host whose clock is ahead."""
+    now = clock.now()
+    last = (
+        OutboxMessage.objects.using(using)
+        .filter(aggregatetype=aggregate_type, aggregateid=aggregate_id)
+        .exclude(state=OutboxMessage.State.PUBLISHED)
+        .aggregate(last=Max("created_at"))["last"]
+    )
+    if last is None or last < now:
+        return now
+    return last + timedelta(microseconds=1)
 
 
 def _lock_aggregate(connection, aggregate_type, aggregate_id):

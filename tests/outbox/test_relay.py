@@ -360,6 +360,26 @@ def test_per_aggregate_order_holds_when_commits_come_out_of_order(sent):
     assert [m.payload["step"] for m in sent] == [1, 2]
 
 
+@override_settings(OUTBOX={**IN_MEMORY, "ORDERED": True})
+def test_per_aggregate_order_holds_when_the_next_writers_clock_is_behind(clock, sent):
+    # Two hosts: the second writer of the aggregate reads a clock 2 s behind
+    # the first's. The relay publishes in created_at order.
+    with transaction.atomic():
+        record("order", 42, "order.created", {"step": 1})
+    clock.advance(seconds=-2)
+    with transaction.atomic():
+        record("order", 42, "order.shipped", {"step": 2})
+        record("order", 7, "order.created", {"step": 1})  # another aggregate
+    clock.advance(seconds=3)
+    relay.drain()
+    relay.drain()
+
+    assert [m.payload["step"] for m in sent if m.aggregate_id == "42"] == [1, 2]
+    first = OutboxMessage.objects.get(aggregateid="42", type="order.created")
+    other = OutboxMessage.objects.get(aggregateid="7")
+    assert other.created_at < first.created_at  # the other kept its own clock
+
+
 def _drain_in_thread():
     try:
         relay.drain()
