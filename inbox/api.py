@@ -446,6 +446,12 @@ class ConsumerTask(Task):
             # Another worker runs its steps; this copy comes back after the
             # lease, to resume them if that worker died. Never buried.
             raise self.retry(exc=busy, countdown=busy.retry_after) from busy
+        except StepTakenOver as taken:
+            # A newer worker took this one's lapsed lease over: the row is its
+            # own, and burying it would mark its running steps dead. As for a
+            # busy delivery, this copy comes back after the lease.
+            lease = inbox_settings.STEPS_LEASE.total_seconds()
+            raise self.retry(exc=taken, countdown=lease) from taken
         except Exception as exc:
             self._retry_or_bury(exc, args, kwargs)
 

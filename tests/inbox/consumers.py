@@ -3,6 +3,7 @@
 import functools
 import os
 
+from idempotency.shared.steps import StepTakenOver
 from inbox.api import consumer_task
 from tests.testapp.models import Widget
 
@@ -41,3 +42,16 @@ def book(runs, key):
 def unbook(key, booked):
     with open(booked["runs"], "a") as log:
         log.write("unbook\n")
+
+
+# Runs of taken_over, for its test: the first finds a newer worker took over.
+taken_over_runs: list[str] = []
+
+
+@consumer_task("inbox-tests.taken-over", name="inbox_tests.taken_over")
+def taken_over(*, payload, headers):
+    """Raise as a steps worker whose lease a newer one took over, once."""
+    taken_over_runs.append(headers["once-message-id"])
+    if len(taken_over_runs) == 1:
+        raise StepTakenOver("A newer worker holds this delivery.")
+    Widget.objects.create(name=headers["once-message-id"])

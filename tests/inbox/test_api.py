@@ -334,3 +334,21 @@ def test_a_message_whose_arguments_jsonb_refuses_is_buried_without_a_redrive(
 @pytest.mark.parametrize("headers", ["once-message-id: m1", ["m1"], None])
 def test_headers_that_are_no_mapping_carry_no_message_id(headers):
     assert message_id_from(headers) is None
+
+
+def test_a_worker_taken_over_on_its_last_attempt_buries_nothing():
+    # Its lease lapsed and a newer worker resumed the steps: the row is that
+    # worker's. Buried, it was marked dead under the running steps.
+    from inbox.conf import inbox_settings
+    from tests.inbox.consumers import taken_over, taken_over_runs
+
+    taken_over_runs.clear()
+    taken_over.apply(
+        kwargs={"payload": {}, "headers": {"once-message-id": "m-held"}},
+        task_id=str(uuid.uuid4()),
+        retries=inbox_settings.MAX_ATTEMPTS - 1,
+    )
+
+    assert taken_over_runs == ["m-held", "m-held"]  # retried, not buried
+    assert not InboxMessage.objects.dead().exists()
+    assert Widget.objects.get().name == "m-held"
