@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 
 from asgiref.sync import iscoroutinefunction
 from rest_framework.request import Request
+from rest_framework.views import APIView
 
 from . import claims, rendering
 from .conf import idempotency_settings
@@ -51,12 +52,14 @@ class IdempotencyMixin(_ViewBase):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        _check_base_order(cls)
         _check_options(cls, {})
 
     @classmethod
     def as_view(cls, *args, **initkwargs):
         # Options given to as_view() replace the class's on every instance.
         _check_options(cls, initkwargs)
+        _check_actions(cls, initkwargs)
         return super().as_view(*args, **initkwargs)
 
     def get_idempotent_actions(self) -> Collection[str]:
@@ -123,6 +126,39 @@ def _check_options(cls, overrides) -> None:
         ttl=option("ttl"),
         exclude_fields=option("exclude_fields"),
     )
+
+
+def _check_base_order(cls) -> None:
+    """Refuse the mixin after the DRF view: ``APIView.initial()`` does not
+    call ``super()``, so the mixin's would never run, and nothing is guarded."""
+    bases = cls.__mro__
+    if APIView in bases and bases.index(APIView) < bases.index(IdempotencyMixin):
+        raise IdempotencyConfigurationError(
+            f"{cls.__qualname__} lists IdempotencyMixin after its DRF view class, "
+            "where it never runs: put it first, as in "
+            f"class {cls.__name__}(IdempotencyMixin, ModelViewSet)."
+        )
+
+
+def _check_actions(cls, overrides) -> None:
+    """Refuse ``idempotent_actions`` that can guard nothing: a bare string
+    (matched a character at a time), or names none of which is an action or
+    a handler of the view (a typo, or "post" on a viewset, whose action is
+    "create")."""
+    if cls.get_idempotent_actions is not IdempotencyMixin.get_idempotent_actions:
+        return  # decided per request
+    actions = overrides.get("idempotent_actions", cls.idempotent_actions)
+    where = f"{cls.__qualname__}.idempotent_actions"
+    if isinstance(actions, str) or not all(isinstance(a, str) for a in actions):
+        raise IdempotencyConfigurationError(
+            f"{where} must be a tuple of action or method names, not {actions!r}."
+        )
+    if not any(callable(getattr(cls, action, None)) for action in actions):
+        raise IdempotencyConfigurationError(
+            f"{where} = {tuple(actions)!r} names no action or handler of the "
+            "view, so no request would be guarded: name a viewset's actions "
+            '("create", "update") or an APIView\'s methods ("post", "put").'
+        )
 
 
 def mixin_classes() -> list[type[IdempotencyMixin]]:

@@ -158,3 +158,46 @@ def test_mixin_with_unknown_mode_names_the_class():
 
     with pytest.raises(IdempotencyConfigurationError, match="SometimesViewSet"):
         type("SometimesViewSet", (WidgetViewSet,), {"idempotency_mode": "sometimes"})
+
+
+def test_the_mixin_after_the_drf_view_class_is_refused_when_built():
+    # APIView.initial() does not call super(): the mixin would never run.
+    from rest_framework import viewsets
+
+    from idempotency.mixins import IdempotencyMixin
+
+    with pytest.raises(IdempotencyConfigurationError, match="put it first"):
+        type("BackwardsViewSet", (viewsets.ModelViewSet, IdempotencyMixin), {})
+
+
+@pytest.mark.parametrize(
+    ("actions", "message"),
+    [
+        ("create", "tuple of action or method names"),  # matched letter by letter
+        ([1], "tuple of action or method names"),
+        (("post",), "names no action or handler"),  # a viewset's is "create"
+        (("creat",), "names no action or handler"),
+    ],
+)
+def test_idempotent_actions_that_guard_nothing_are_refused(actions, message):
+    from tests.testapp.views import WidgetViewSet
+
+    view = type("TypoViewSet", (WidgetViewSet,), {"idempotent_actions": actions})
+    with pytest.raises(IdempotencyConfigurationError, match=message):
+        view.as_view({"post": "create"})
+
+
+def test_a_base_class_without_the_actions_yet_is_not_refused():
+    # Checked where views are made (as_view), not on an abstract base.
+    from rest_framework import viewsets
+
+    from idempotency.mixins import IdempotencyMixin
+
+    base = type(
+        "KeyedBase",
+        (IdempotencyMixin, viewsets.GenericViewSet),
+        {"idempotent_actions": ("create",)},
+    )
+    type("Concrete", (base,), {"create": lambda self, request: None}).as_view(
+        {"post": "create"}
+    )
