@@ -1,3 +1,5 @@
+from celery.signals import worker_init
+from django.utils.module_loading import import_string
 from django.utils.translation import gettext_lazy as _
 
 from idempotency.shared import appconfig
@@ -20,3 +22,13 @@ class InboxConfig(appconfig.OnceAppConfig):
     console_panels = ["inbox.ops.panel"]
     metric_receivers = ["inbox.metrics.RECEIVERS"]
     metric_gauges = ["inbox.metrics.gauges"]
+
+    def ready(self):
+        super().ready()
+        # A worker refuses to start with a consumer task that would lose
+        # messages: the system checks alone do not stop it.
+        worker_init.connect(
+            import_string("inbox.checks.refuse_unwired_consumers"),
+            dispatch_uid="inbox.refuse_unwired_consumers",
+            weak=False,
+        )

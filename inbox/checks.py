@@ -44,6 +44,22 @@ def check_consumer_tasks(app_configs=None, **kwargs):
     return errors
 
 
+def refuse_unwired_consumers(**kwargs) -> None:
+    """Stop a worker that would run an ``@consumer`` task without its wiring
+    (``inbox.E006``): it would ack and lose every message whose consumer
+    raises. A ``worker_init`` receiver, so before any message is taken.
+
+    Celery's Django fix-up runs the system checks in a worker and drops their
+    result, and Celery logs and drops what a signal receiver raises: only an
+    exit stops it.
+    """
+    errors = check_consumer_tasks()
+    if errors:
+        raise SystemExit(
+            "\n".join(f"{error.id}: {error.msg} {error.hint}" for error in errors)
+        )
+
+
 def missing_wiring(task) -> list[str]:
     """What ``task`` lacks of ConsumerTask's acks, retries and dead state."""
     missing = []

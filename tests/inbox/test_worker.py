@@ -1,6 +1,8 @@
 """A real Celery worker on Redis runs a consumer that raises: the message is
 retried, and applied once, or ends dead in the inbox, never acked and lost."""
 
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -10,7 +12,13 @@ from idempotency.shared.steps.models import UnitRecord
 from inbox import ops
 from inbox.models import InboxMessage
 from tests.celery import app
-from tests.faults.processes import celery_worker, send_task, wait_until
+from tests.faults.processes import (
+    ROOT,
+    celery_worker,
+    child_env,
+    send_task,
+    wait_until,
+)
 from tests.servers import INBOX_REDIS_URL
 from tests.testapp.models import Widget
 
@@ -117,3 +125,36 @@ def test_a_steps_consumer_whose_attempts_run_out_compensates_once_and_is_dead(
     unit = UnitRecord.objects.get()
     assert unit.state == UnitRecord.State.COMPENSATED
     assert "attempts ran out" in unit.reason
+
+
+def test_a_worker_with_a_consumer_task_that_would_lose_messages_refuses_to_start():
+    # A plain @shared_task(acks_late=True) over @consumer acks the message of
+    # a run that raises: lost. inbox.E006 says so, but a worker's checks are
+    # run and dropped; the worker exits before it takes a message instead.
+    queue = f"inbox-unwired-{uuid.uuid4().hex[:8]}"
+    broker = redis.Redis.from_url(REDIS_URL)
+    send_task(
+        "inbox_tests.unwired",
+        queue=queue,
+        kwargs={"payload": {}, "headers": {"once-message-id": "m-1"}},
+        broker_url=REDIS_URL,
+    )
+    try:
+        started = subprocess.run(
+            [
+                *(sys.executable, "-m", "celery", "-A", "tests.inbox.unwired_worker"),
+                *("worker", "-P", "solo", "-Q", queue, "--without-gossip"),
+                *("--without-mingle", "--without-heartbeat"),
+            ],
+            cwd=ROOT,
+            env=child_env("tests.inbox.worker_settings", CELERY_BROKER_URL=REDIS_URL),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert started.returncode != 0
+        assert "inbox.E006" in started.stderr
+        assert "'inbox_tests.unwired'" in started.stderr
+        assert broker.llen(queue) == 1  # the message waits for a sound worker
+    finally:
+        broker.delete(queue)
