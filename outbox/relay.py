@@ -16,6 +16,7 @@ once, and consumers dedupe on the message id (the inbox).
 """
 
 import logging
+import math
 import random
 import time
 from collections import Counter, defaultdict
@@ -331,5 +332,8 @@ def backoff(attempt: int) -> timedelta:
 def backoff_ceiling(attempt: int) -> timedelta:
     base = as_timedelta(outbox_settings.BACKOFF_BASE)
     cap = as_timedelta(outbox_settings.BACKOFF_MAX)
-    # Capping the exponent first keeps 2**n small for a long-dead broker.
-    return min(cap, base * 2 ** min(attempt - 1, 40))
+    # Double no further than it takes to reach the cap: base·2ⁿ⁻¹ itself
+    # overflows timedelta (an OverflowError in write_back, stranding the whole
+    # batch) at the attempt counts a long broker outage reaches.
+    doublings = max(0, math.ceil(math.log2(cap / base)))
+    return min(cap, base * 2 ** min(attempt - 1, doublings))

@@ -195,6 +195,38 @@ def test_full_jitter_draws_below_the_capped_ceiling(monkeypatch):
     assert relay.backoff_ceiling(100) == timedelta(hours=1)
 
 
+@override_settings(OUTBOX={"BACKOFF_BASE": 300, "BACKOFF_MAX": 3600})
+def test_the_backoff_ceiling_stops_at_the_cap_for_any_attempt_count():
+    # 300 s doubled 39 times is past timedelta's limit.
+    for attempt in (5, 40, 100, 10**6):
+        assert relay.backoff_ceiling(attempt) == timedelta(hours=1)
+    assert relay.backoff_ceiling(4) == timedelta(seconds=2400)
+
+
+@override_settings(
+    OUTBOX={**IN_MEMORY, "MAX_ATTEMPTS": 100, "BACKOFF_BASE": 300, "BACKOFF_MAX": 3600}
+)
+def test_a_failure_late_in_a_long_outage_backs_off_beside_a_published_message(
+    clock, sent, make_messages
+):
+    late, fresh = make_messages(2)
+    OutboxMessage.objects.filter(pk=late.pk).update(attempts=39)
+
+    class FailingLate(InMemoryPublisher):
+        def publish(self, message):
+            if message.id == late.id:
+                raise PublishError("still down")
+            super().publish(message)
+
+    result = relay.drain(publisher=FailingLate(allow_in_memory=True))
+
+    assert (result.published, result.failed) == (1, 1)
+    assert OutboxMessage.objects.get(pk=fresh.pk).state == "published"
+    row = OutboxMessage.objects.get(pk=late.pk)
+    assert (row.state, row.locked_until) == ("pending", None)
+    assert row.available_at <= clock.now() + timedelta(hours=1)
+
+
 @override_settings(OUTBOX={**IN_MEMORY, "MAX_ATTEMPTS": 3})
 def test_dead_after_max_attempts_and_a_requeue_brings_it_back(
     clock, sent, make_messages
