@@ -6,7 +6,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext, override_settings
 
-from outbox.api import MESSAGE_ID_HEADER, record
+from outbox.api import CLOCK_SKEW_ALLOWANCE, MESSAGE_ID_HEADER, record
 from outbox.exceptions import EventInvalid, NotInTransaction
 from outbox.models import OutboxMessage
 from tests.testapp.models import Widget
@@ -36,7 +36,7 @@ def test_record_writes_a_pending_row_and_returns_its_id():
     assert message.headers == {"k": 1, MESSAGE_ID_HEADER: str(message_id)}
     assert message.state == "pending"
     assert message.attempts == 0
-    assert message.available_at == message.created_at
+    assert message.available_at == message.created_at - CLOCK_SKEW_ALLOWANCE
 
 
 def test_business_row_and_event_commit_together():

@@ -412,6 +412,19 @@ def test_per_aggregate_order_holds_when_the_next_writers_clock_is_behind(clock, 
     assert other.created_at < first.created_at  # the other kept its own clock
 
 
+def test_a_kicked_relay_whose_clock_is_behind_the_writers_publishes_the_event(
+    clock, sent
+):
+    with transaction.atomic():  # on the web host
+        record("order", 1, "order.created", {})
+    clock.advance(seconds=-0.005)  # the worker host's clock is 5 ms behind
+
+    result = relay.drain()  # the relay the commit kicked
+
+    assert result.published == 1
+    assert OutboxMessage.objects.get().state == "published"
+
+
 def _drain_in_thread():
     try:
         relay.drain()
