@@ -3,7 +3,9 @@
 import json
 from io import StringIO
 
+import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 
 def test_the_command_prints_the_connector_and_event_router_config():
@@ -52,3 +54,8 @@ def test_the_router_reads_the_trace_context_from_the_column_record_writes():
     c = json.loads(out.getvalue())["config"]
     column = c["transforms.outbox.tracing.span.context.field"]
     assert OutboxMessage._meta.get_field(column).column == "tracingspancontext"
+
+
+def test_an_unknown_database_alias_is_refused_naming_the_configured_ones():
+    with pytest.raises(CommandError, match=r"invalid choice: 'nope'.*'default'"):
+        call_command("outbox_debezium_config", "--database", "nope")

@@ -3,6 +3,7 @@
 import json
 
 from django.core.management.base import BaseCommand
+from django.db import connections
 
 from ...debezium import connector_config
 
@@ -13,7 +14,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--name", default="once-outbox")
         parser.add_argument("--topic-prefix", default="once")
-        parser.add_argument("--database", default=None)
+        # Choices, as Django's own commands give them: an unknown alias is a
+        # usage error naming the configured ones, not a ConnectionDoesNotExist.
+        parser.add_argument(
+            "--database",
+            default=None,
+            choices=tuple(connections),
+            help="The database alias the outbox table lives in (default: the "
+            "router's choice for OutboxMessage).",
+        )
 
     def handle(self, *args, **options):
         config = connector_config(
