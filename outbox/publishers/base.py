@@ -65,12 +65,13 @@ def envelope(message) -> tuple[object, dict]:
     return message.payload, headers
 
 
-def confirm_timeout_seconds(value, publisher: str) -> float:
-    """Seconds to wait for the broker's confirms, refused here, in the running
-    relay: 0 or NaN would fail or hang every batch instead of waiting."""
+def timeout_seconds(value, publisher: str, option: str) -> float:
+    """Seconds to wait for the broker (its confirms, a connection), refused
+    here, in the running relay: 0, NaN or a string would fail or hang every
+    batch instead of waiting."""
     try:
         return duration(value).total_seconds()
     except InvalidSetting as exc:
         raise OutboxConfigurationError(
-            f"{publisher} confirm_timeout {exc} {exc.hint}".strip()
+            f"{publisher} {option} {exc} {exc.hint}".strip()
         ) from None

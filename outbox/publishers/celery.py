@@ -7,7 +7,7 @@ from celery import Celery, current_app
 from idempotency.shared.workers import import_task_modules
 
 from ..exceptions import OutboxConfigurationError, PublishError
-from .base import BasePublisher, confirm_timeout_seconds, envelope
+from .base import BasePublisher, envelope, timeout_seconds
 
 
 class CeleryTaskPublisher(BasePublisher):
@@ -55,8 +55,8 @@ class CeleryTaskPublisher(BasePublisher):
                 f"not {remote_tasks!r}."
             )
         self.remote_tasks = remote_tasks
-        self.confirm_timeout = confirm_timeout_seconds(
-            confirm_timeout, "CeleryTaskPublisher"
+        self.confirm_timeout = timeout_seconds(
+            confirm_timeout, "CeleryTaskPublisher", "confirm_timeout"
         )
         # kombu's Connection, made by open().
         self.connection: Any = None

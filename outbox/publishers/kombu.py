@@ -11,7 +11,7 @@ from kombu import Connection, Exchange, Queue
 from kombu.transport import virtual
 
 from ..exceptions import OutboxConfigurationError, PublishError
-from .base import BasePublisher, confirm_timeout_seconds, envelope
+from .base import BasePublisher, envelope, timeout_seconds
 
 AMQP_SCHEMES = frozenset({"amqp", "amqps", "pyamqp"})
 
@@ -63,12 +63,23 @@ class KombuPublisher(BasePublisher):
                 '"published" means the broker confirmed that a queue holds '
                 "the message. Remove the option."
             )
-        self.confirm_timeout = confirm_timeout_seconds(
-            confirm_timeout, "KombuPublisher"
+        self.confirm_timeout = timeout_seconds(
+            confirm_timeout, "KombuPublisher", "confirm_timeout"
         )
         self.transport_options = transport_options or {}
-        self.connect_timeout = connect_timeout
+        # 0, a negative or a string would fail every connect, and so every
+        # publish, until the messages went dead.
+        self.connect_timeout = timeout_seconds(
+            connect_timeout, "KombuPublisher", "connect_timeout"
+        )
         self.declare = tuple(declare)
+        if not isinstance(default_queue, bool):
+            # A string such as "false" is truthy: it would declare the
+            # catch-all queue the setting meant to leave out.
+            raise OutboxConfigurationError(
+                f"KombuPublisher default_queue must be True or False, "
+                f"not {default_queue!r}."
+            )
         self.default_queue = default_queue
         # kombu's Connection and Producer, made by open() and _producer().
         self.connection: Any = None

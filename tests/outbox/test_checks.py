@@ -112,6 +112,20 @@ def test_e005_rabbitmq_without_publisher_confirms_is_refused():
         assert "confirm_publish" in checks.check_publisher()[0].hint
 
 
+@pytest.mark.parametrize(
+    ("option", "value"), [("connect_timeout", "5"), ("default_queue", "false")]
+)
+def test_e005_a_kombu_option_of_the_wrong_type_is_refused(option, value):
+    publisher = "outbox.publishers.KombuPublisher"
+    options = {"url": AMQP_URL, option: value}
+    with override_settings(
+        OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}
+    ):
+        [error] = checks.check_publisher()
+    assert error.id == "outbox.E005"
+    assert option in error.hint
+
+
 def test_e009_a_task_name_no_worker_of_this_app_runs():
     publisher = "outbox.publishers.CeleryTaskPublisher"
     typo = {"tasks": {"order.created": "shop.reserve_stok"}}

@@ -683,6 +683,18 @@ def test_remote_tasks_must_be_a_boolean(remote):
         CeleryTaskPublisher(tasks={}, remote_tasks=remote)
 
 
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), "5"])
+def test_a_connect_timeout_no_connection_can_meet_is_refused(timeout):
+    with pytest.raises(OutboxConfigurationError, match="connect_timeout"):
+        KombuPublisher(url=AMQP_URL, connect_timeout=timeout)
+
+
+@pytest.mark.parametrize("default", ["false", 0, None])
+def test_default_queue_must_be_a_boolean(default):
+    with pytest.raises(OutboxConfigurationError, match="default_queue"):
+        KombuPublisher(url=AMQP_URL, default_queue=default)
+
+
 @pytest.mark.parametrize("confirm", [False, 0, None])
 def test_publisher_confirms_cannot_be_turned_off(confirm):
     with pytest.raises(OutboxConfigurationError, match="confirm_publish"):
