@@ -48,21 +48,33 @@ def json_object(body: bytes, content_type: str | None) -> dict:
     body is the JSON itself. The intake refuses what this refuses and
     ``Event.data`` reads the stored body through it, so a body accepted at
     intake always reads when it is processed.
+
+    The error says what is wrong in fixed words, never chained: the messages
+    of the errors below quote the body (a form field, a byte), and a
+    refusal's detail reaches signals, logs and spans, which never carry one.
     """
-    text = body.decode("utf-8")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8") from None
     if (content_type or "").split(";")[0].strip().lower() == FORM:
         text = _form_payload(text)
     try:
         data = json.loads(text)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
+    except ValueError:
+        raise ValueError("not JSON") from None
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     return data
 
 
 def _form_payload(text):
-    fields = parse_qsl(text, keep_blank_values=True, strict_parsing=True)
+    try:
+        fields = parse_qsl(text, keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        raise ValueError("form body malformed") from None
     if [name for name, _value in fields] != ["payload"]:
         raise ValueError("a form body needs one payload field and no other")
     return fields[0][1]

@@ -278,6 +278,26 @@ def test_a_webhook_has_a_receive_span_at_intake_and_a_process_span(spans, github
     assert len(spans.get_finished_spans()) == 3
 
 
+def test_a_refused_webhooks_receive_span_never_holds_its_body(spans, github):
+    # parse_qsl's error quotes the field it refuses: the refusal must not.
+    body = b"payload=%7B%7D&SECRETBODYCONTENT"
+    headers = signing.github_headers(body, delivery_id="evt_1")
+    answer = Client().post(
+        "/webhooks/github/",
+        body,
+        content_type="application/x-www-form-urlencoded",
+        headers=headers,
+    )
+
+    assert answer.status_code == 400
+    (refused,) = named(spans, "receive github")
+    assert refused.status.status_code == StatusCode.ERROR
+    [exception] = refused.events
+    recorded = repr(dict(exception.attributes)) + repr(refused.status)
+    assert "form body malformed" in recorded
+    assert "SECRETBODYCONTENT" not in recorded
+
+
 def order(api, key, quantity=1, **headers):
     return api.post("/api/orders/", {"sku": "BOOK-1", "quantity": quantity}, key=key)
 

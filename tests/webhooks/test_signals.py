@@ -8,6 +8,7 @@ from django.test import Client
 from tests.signals import listening, receiver_errors
 from tests.testapp.models import Widget
 from tests.webhooks import signing
+from webhooks.bodies import FORM
 from webhooks.handlers import on
 from webhooks.models import WebhookReceipt
 
@@ -114,3 +115,35 @@ def test_each_decision_is_logged_once_with_its_ids_and_never_the_body(handler, c
     assert all({k: getattr(r, k) for k in DELIVERY} == DELIVERY for r in logged[1:])
     body = signing.event_body("evt_1").decode()
     assert all(body not in f"{r.getMessage()} {vars(r)}" for r in caplog.records)
+
+
+SECRET_TEXT = "SECRETBODYCONTENT"
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "detail"),
+    [
+        # parse_qsl quotes the field it refuses.
+        (b"payload=%7B%7D&" + SECRET_TEXT.encode(), FORM, "body: form body malformed"),
+        (b"\xff" + SECRET_TEXT.encode(), "application/json", "body: not UTF-8"),
+        (SECRET_TEXT.encode(), "application/json", "body: not JSON"),
+        (f'["{SECRET_TEXT}"]'.encode(), "application/json", "body: not a JSON object"),
+    ],
+    ids=["form", "utf-8", "json", "not-an-object"],
+)
+def test_a_malformed_body_is_refused_in_fixed_words_never_its_text(
+    body, content_type, detail, caplog
+):
+    caplog.set_level(logging.DEBUG)
+    headers = signing.github_headers(body, delivery_id="evt_1")
+    with listening() as heard:
+        answer = Client().post(
+            "/webhooks/github/", body, content_type=content_type, headers=headers
+        )
+
+    assert answer.status_code == 400
+    assert answer.json()["detail"] == detail
+    [rejected] = heard.of("delivery_rejected")
+    assert rejected["detail"] == detail
+    assert SECRET_TEXT not in answer.content.decode() + repr(heard)
+    assert all(SECRET_TEXT not in f"{r.getMessage()} {vars(r)}" for r in caplog.records)

@@ -250,6 +250,7 @@ class BaseVerifier:
         try:
             return bodies.json_object(body, headers.get("Content-Type"))
         except ValueError as exc:
+            # Fixed words (bodies.json_object), never the body's own text.
             raise VerificationFailed(MALFORMED_BODY, f"body: {exc}") from None
 
 
