@@ -273,6 +273,7 @@ def _fail(receipts, receipt_id, exc, leased=None, *, taken_from=None) -> None:
     ``leased``: the receipt whose steps this worker ran. When a newer worker
     has taken over its lease since, nothing is written and this returns.
     ``taken_from``: the state the handlers ran from (see ``record_failure``).
+    ``delivery_failed`` is sent only when the failure was recorded.
     """
     # A handler's message may hold what a text column refuses (a NUL).
     error = storable.text(traceback.format_exc()[-MAX_ERROR_LENGTH:])
@@ -283,12 +284,16 @@ def _fail(receipts, receipt_id, exc, leased=None, *, taken_from=None) -> None:
     )
     if lease is not None and not recorded:
         return
-    identity = (
-        receipts.filter(pk=receipt_id)
-        .values("source", "delivery_id", "event_type", "attempts")
-        .first()
-    )
-    signals.failed(receipt_id, exc, identity or {}, using=receipts.db)
+    # Reported only when recorded: a receipt finished or reopened by a
+    # redelivery meanwhile did not fail, and the warning and the metric
+    # would count a failure nobody can find.
+    if recorded:
+        identity = (
+            receipts.filter(pk=receipt_id)
+            .values("source", "delivery_id", "event_type", "attempts")
+            .first()
+        )
+        signals.failed(receipt_id, exc, identity or {}, using=receipts.db)
     if isinstance(exc, ReceiptUnreadable):
         raise exc
     raise HandlerFailed(receipt_id, f"receipt {receipt_id}: {exc!r}") from exc

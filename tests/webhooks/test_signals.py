@@ -8,9 +8,12 @@ from django.test import Client
 from tests.signals import listening, receiver_errors
 from tests.testapp.models import Widget
 from tests.webhooks import signing
+from webhooks import processing
 from webhooks.bodies import FORM
+from webhooks.exceptions import HandlerFailed
 from webhooks.handlers import on
 from webhooks.models import WebhookReceipt
+from webhooks.querysets import WebhookReceiptQuerySet
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -82,6 +85,34 @@ def test_a_failing_handler_is_failed_and_never_processed(handler, webhook_source
     assert {k: failed[k] for k in DELIVERY} == DELIVERY
     assert (failed["receipt_id"], failed["attempts"]) == (receipt.pk, 1)
     assert isinstance(failed["error"], RuntimeError)
+
+
+def test_a_failure_a_redelivery_reopened_meanwhile_is_not_reported(
+    handler, webhook_sources, monkeypatch, caplog
+):
+    webhook_sources.WEBHOOKS = {**webhook_sources.WEBHOOKS, "MAX_RETRIES": 0}
+    handler.append(True)
+    deliver()
+    receipt = WebhookReceipt.objects.get()
+    assert receipt.state == "failed"
+    record_failure = WebhookReceiptQuerySet.record_failure
+
+    def reopened_first(self, pk, error, **kwargs):
+        # The provider's redelivery takes the row lock once the retry's
+        # transaction rolls back, before its failure mark.
+        assert WebhookReceipt.objects.reopen_failed(pk)
+        return record_failure(self, pk, error, **kwargs)
+
+    monkeypatch.setattr(WebhookReceiptQuerySet, "record_failure", reopened_first)
+    caplog.set_level(logging.DEBUG, logger="webhooks")
+    caplog.clear()
+    with listening() as heard, pytest.raises(HandlerFailed):
+        processing.process(receipt.pk)
+
+    # Received, for the redelivery's drain: nothing failed, nothing to count.
+    assert WebhookReceipt.objects.get().state == "received"
+    assert heard == []
+    assert [r for r in caplog.records if r.name == "webhooks"] == []
 
 
 def test_a_raising_receiver_never_breaks_the_intake_or_processing(handler, caplog):
