@@ -301,7 +301,10 @@ def _reopen(
         ).update(state=State.RECEIVED, processed_at=None)
         console.log_action(request, reopened, log)
         _enqueue_on_commit((r.pk for r in reopened), queryset.db)
-    signals.replayed(reopened, request.user, forced=forced, using=queryset.db)
+    if reopened:
+        # A submit that reopened nothing (all moved on, or none replayable)
+        # replayed nothing: no signal, no log line, no count of 0.
+        signals.replayed(reopened, request.user, forced=forced, using=queryset.db)
     return reopened
 
 

@@ -3,6 +3,7 @@
 import logging
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 
 from tests.signals import listening, receiver_errors
@@ -111,6 +112,69 @@ def test_a_failure_a_redelivery_reopened_meanwhile_is_not_reported(
 
     # Received, for the redelivery's drain: nothing failed, nothing to count.
     assert WebhookReceipt.objects.get().state == "received"
+    assert heard == []
+    assert [r for r in caplog.records if r.name == "webhooks"] == []
+
+
+@pytest.fixture
+def operator(client, make_user):
+    user = make_user("operator", is_staff=True)
+    for codename in ("view", "replay", "reprocess"):
+        user.user_permissions.add(
+            Permission.objects.get(codename=f"{codename}_webhookreceipt")
+        )
+    client.force_login(user)
+    return user
+
+
+def test_an_operators_replay_is_sent_with_the_operator(handler, client, operator):
+    handler.append(True)
+    deliver()
+    failed = WebhookReceipt.objects.get()
+    handler.clear()
+
+    with listening() as heard:
+        client.post(
+            "/admin/webhooks/webhookreceipt/",
+            {"action": "replay", "_selected_action": [failed.pk]},
+        )
+
+    [replayed] = heard.of("delivery_replayed")
+    assert replayed == {
+        "count": 1,
+        "user": operator,
+        "forced": False,
+        "receipt_ids": [failed.pk],
+    }
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        {"action": "replay"},  # a processed receipt is not replayed
+        # A stale confirmation page: the receipt has moved on since.
+        {"action": "force_reprocess", "post": "yes", "versions": "{pk}:7"},
+    ],
+    ids=["replay", "force-reprocess"],
+)
+def test_a_replay_that_reopens_nothing_reports_no_replay(
+    handler, client, operator, caplog, action
+):
+    deliver()
+    done = WebhookReceipt.objects.get()
+    assert done.state == "processed"
+    caplog.set_level(logging.DEBUG, logger="webhooks")
+    caplog.clear()
+
+    with listening() as heard:
+        client.post(
+            "/admin/webhooks/webhookreceipt/",
+            {
+                **{k: v.format(pk=done.pk) for k, v in action.items()},
+                "_selected_action": [done.pk],
+            },
+        )
+
     assert heard == []
     assert [r for r in caplog.records if r.name == "webhooks"] == []
 
