@@ -4,7 +4,6 @@ import functools
 import json
 import logging
 import random
-import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -16,7 +15,12 @@ from django.db import OperationalError, connections, router, transaction
 
 from idempotency.shared import clock, isolation, storable, tracing, units
 from idempotency.shared.exceptions import ClaimRaced
-from idempotency.shared.headers import EVENT_HEADERS, INTENT_HEADER, MESSAGE_ID_HEADER
+from idempotency.shared.headers import (
+    EVENT_HEADERS,
+    INTENT_HEADER,
+    INTENT_PATTERN,
+    MESSAGE_ID_HEADER,
+)
 from idempotency.shared.steps import Abandon, StepInTransaction, StepTakenOver, begin
 
 from . import signals
@@ -36,9 +40,6 @@ from .querysets import BUSY
 # attribute (binary mode header).
 DEBEZIUM_HEADER = "id"
 CLOUDEVENTS_HEADERS = ("ce_id", "ce-id")
-
-# An intent is a SHA-256 digest in hex (idempotency.shared.units).
-INTENT_PATTERN = re.compile(r"[0-9a-f]{64}")
 
 logger = logging.getLogger("inbox")
 

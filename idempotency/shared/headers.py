@@ -5,6 +5,8 @@ two apps never import each other: the wire format is the contract, named once
 here.
 """
 
+import re
+
 # The header every delivery carries its message id in; consumers dedupe on it.
 MESSAGE_ID_HEADER = "once-message-id"
 # The one header the event's own headers (``record(headers=...)``) travel in,
@@ -17,3 +19,7 @@ EVENT_HEADERS = "once-headers"
 # never a raw client key. record() inside a unit writes it; the inbox hands it
 # to the consumer's unit, which passes it on.
 INTENT_HEADER = "once-intent"
+# What an intent looks like (a SHA-256 digest in hex): the inbox trusts only
+# such a value, and the outbox promotes only such a one beside the
+# transport's headers, where anything else could steer the transport.
+INTENT_PATTERN = re.compile(r"[0-9a-f]{64}")

@@ -1,7 +1,12 @@
 """The publisher extension point and the envelope every publisher sends."""
 
 from idempotency.shared import tracing
-from idempotency.shared.headers import EVENT_HEADERS, INTENT_HEADER, MESSAGE_ID_HEADER
+from idempotency.shared.headers import (
+    EVENT_HEADERS,
+    INTENT_HEADER,
+    INTENT_PATTERN,
+    MESSAGE_ID_HEADER,
+)
 from idempotency.shared.settings import InvalidSetting, duration
 
 from ..exceptions import OutboxConfigurationError
@@ -46,10 +51,10 @@ def envelope(message) -> tuple[object, dict]:
     the payload as the body, the event type and ids as headers, and the event's
     own headers in a namespace of their own, so none can steer the transport.
     The intent the event serves travels like its message id: beside the
-    transport's headers and inside the event's own. The event's trace context
-    goes at the top as well, where consumers' OpenTelemetry instrumentation
-    looks for ``traceparent`` and ``tracestate``: parsed and written again,
-    so only a well-formed one."""
+    transport's headers (only a well-formed one) and inside the event's own.
+    The event's trace context goes at the top as well, where consumers'
+    OpenTelemetry instrumentation looks for ``traceparent`` and
+    ``tracestate``: parsed and written again, so only a well-formed one."""
     headers = {
         **tracing.carried(message.headers),
         "id": str(message.id),
@@ -60,7 +65,9 @@ def envelope(message) -> tuple[object, dict]:
         EVENT_HEADERS: dict(message.headers),
     }
     intent = message.headers.get(INTENT_HEADER)
-    if intent and isinstance(intent, str):
+    # Only a well-formed digest: a caller's "a\r\nb: c" stays in EVENT_HEADERS,
+    # where it cannot steer the transport.
+    if isinstance(intent, str) and INTENT_PATTERN.fullmatch(intent):
         headers[INTENT_HEADER] = intent
     return message.payload, headers
 

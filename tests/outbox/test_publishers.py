@@ -119,6 +119,20 @@ class PublisherContract:
         assert got["headers"]["once-headers"]["once-intent"] == intent
         assert "once-intent" not in got_plain["headers"]
 
+    def test_a_malformed_intent_stays_in_the_events_own_headers(self):
+        # Promoted only as a digest: "a\r\nb: c" must not reach the transport.
+        odd = ["a\r\nb: c", "AB" * 32, "ab" * 33, ["ab" * 32]]
+        messages = [make_message() for _ in odd]
+        for message, intent in zip(messages, odd, strict=True):
+            message.headers = {**message.headers, "once-intent": intent}
+        with self.make_publisher() as publisher:
+            for message in messages:
+                publisher.publish(message)
+
+        got = self.receive(len(odd))
+        assert ["once-intent" in each["headers"] for each in got] == [False] * 4
+        assert [each["headers"]["once-headers"]["once-intent"] for each in got] == odd
+
     def test_messages_keep_their_publish_order(self):
         messages = [make_message() for _ in range(5)]
         with self.make_publisher() as publisher:
