@@ -36,7 +36,8 @@ def celery_broker_configured(what: str, check_id: str):
         return [
             Warning(
                 f"{what} sends Celery tasks, but no Celery broker is configured.",
-                hint="Create the project's Celery app (README, 'Celery') or set "
+                hint="Create the project's Celery app (docs/quickstart.md, 'Events and "
+                "webhooks') or set "
                 "CELERY_BROKER_URL; Celery's default is amqp://guest@localhost//.",
                 id=check_id,
             )

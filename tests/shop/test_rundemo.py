@@ -20,3 +20,33 @@ def test_a_busy_address_is_refused_before_the_worker_and_beat_start(monkeypatch)
             call_command("rundemo")
 
     assert started == []
+
+
+class _Child:
+    def terminate(self):
+        pass
+
+    def wait(self, timeout):
+        pass
+
+
+def test_an_address_listening_everywhere_is_printed_as_one_to_browse(
+    monkeypatch, capsys, settings, tmp_path
+):
+    # http://0.0.0.0:8080/ is no address a browser can open.
+    from project.shop.management.commands import rundemo
+
+    settings.BASE_DIR, settings.CELERY_BROKER_URL = tmp_path, "memory://"
+    ran = []
+    monkeypatch.setenv("DEMO_ADDRESS", "0.0.0.0:0")
+    monkeypatch.setattr(rundemo, "refuse_a_busy_address", lambda address: None)
+    monkeypatch.setattr(rundemo, "call_command", lambda *a, **k: ran.append(a))
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: _Child())
+    monkeypatch.setattr(rundemo.signal, "signal", lambda *a: None)
+
+    call_command("rundemo")
+
+    printed = capsys.readouterr().out
+    assert "admin console: http://127.0.0.1:0/admin/" in printed
+    assert "0.0.0.0" not in printed
+    assert ("runserver", "0.0.0.0:0") in ran  # it still listens everywhere

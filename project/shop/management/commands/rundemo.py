@@ -25,7 +25,9 @@ class Command(BaseCommand):
         var = settings.BASE_DIR / "var"
         # The filesystem broker needs its folder; beat keeps its schedule here.
         (var / "broker").mkdir(parents=True, exist_ok=True)
-        url = f"http://{address}"
+        # 0.0.0.0 listens everywhere, but is no address to browse to.
+        host, _, port = address.rpartition(":")
+        url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
         self.stdout.write(
             f"\nThe demo runs at {url}/\n"
             f"  admin console: {url}/admin/  (login admin / admin)\n"
