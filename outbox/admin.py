@@ -14,6 +14,7 @@ from idempotency.shared import clock
 from . import signals
 from .kicks import relay_kicker
 from .models import OutboxMessage
+from .querysets import CLOCK_SKEW_ALLOWANCE
 
 State = OutboxMessage.State
 
@@ -112,7 +113,9 @@ class OutboxMessageAdmin(console.ReadOnlyAdmin):
             ]
             messages_ = OutboxMessage.objects.using(using)
             messages_.filter(pk__in=[m.pk for m in dead]).requeue(now)
-            messages_.filter(pk__in=[m.pk for m in waiting]).update(available_at=now)
+            messages_.filter(pk__in=[m.pk for m in waiting]).update(
+                available_at=now - CLOCK_SKEW_ALLOWANCE
+            )
             requeued = dead + waiting
             console.log_action(
                 request, requeued, "Requeued outbox message (same message id)."

@@ -16,12 +16,7 @@ from .conf import DEBEZIUM, outbox_settings
 from .exceptions import EventInvalid, NotInTransaction
 from .kicks import relay_kicker
 from .models import OutboxMessage
-
-# A new event is due this long before its created_at: record() stamps it with
-# the writer's clock, and the relay its commit kicks compares with its own.
-# A relay host whose clock is behind by up to this much still finds the event
-# due, instead of leaving it to beat.
-CLOCK_SKEW_ALLOWANCE = timedelta(seconds=1)
+from .querysets import CLOCK_SKEW_ALLOWANCE
 
 
 def record(

@@ -1,11 +1,18 @@
 """Queries on outbox messages, named by intent."""
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django.db import models
 
 if TYPE_CHECKING:  # the models import these querysets
     from .models import OutboxMessage  # noqa: F401 (named in QuerySet[...])
+
+# A message made due now (recorded, requeued, hurried) is stamped this much
+# earlier: the relay kicked for it compares with its own host's clock, and
+# one behind the writer's by up to this much still finds it due, instead of
+# leaving it to beat.
+CLOCK_SKEW_ALLOWANCE = timedelta(seconds=1)
 
 
 class OutboxMessageQuerySet(models.QuerySet["OutboxMessage"]):
@@ -61,11 +68,11 @@ class OutboxMessageQuerySet(models.QuerySet["OutboxMessage"]):
         return now - oldest if oldest else None
 
     def requeue(self, now):
-        """Give dead messages a fresh attempt budget; ``attempts`` keeps growing
-        so every write-back stays fenced."""
+        """Give dead messages a fresh attempt budget, due now; ``attempts``
+        keeps growing so every write-back stays fenced."""
         return self.dead().update(
             state=self.model.State.PENDING,
-            available_at=now,
+            available_at=now - CLOCK_SKEW_ALLOWANCE,
             locked_until=None,
             requeued_at_attempt=models.F("attempts"),
         )

@@ -93,6 +93,22 @@ def test_requeue_revives_dead_and_hurries_failing_with_the_same_id(
     assert "Requeued 0 messages." in again.content.decode()
 
 
+def test_a_requeued_message_is_due_for_a_relay_whose_clock_is_a_little_behind(
+    client, operator, make_messages, sent, clock
+):
+    later = clock.now() + timedelta(hours=1)
+    (dead,) = make_messages(1, state="dead", attempts=10, last_error="down")
+    (failing,) = make_messages(1, attempts=3, last_error="down", available_at=later)
+    grant_requeue(operator)
+    client.force_login(operator)
+    requeue(client, dead, failing)
+
+    clock.advance(seconds=-0.5)  # the kicked relay's host
+    relay.drain()
+
+    assert {m.id for m in sent} == {str(dead.pk), str(failing.pk)}
+
+
 def test_requeue_leaves_a_message_a_relay_holds_right_now(
     client, operator, make_messages
 ):
