@@ -394,6 +394,7 @@ def _run_atomic_once(claim, store, records):
     except Exception:
         if ran:  # the claim's transaction itself failed (its commit, say)
             _record_failure(claim, records, fenced=False)
+            _failed(claim, ATOMIC, records, 500, signals.RAISED)
         raise
     if not outcome.recorded:
         # The claim's transaction could not keep the failure: its savepoint

@@ -1,6 +1,7 @@
 """A failed first attempt leaves no effect, says failed, and lets a retry run."""
 
 import pytest
+from django.db import IntegrityError
 
 from idempotency.models import IdempotencyRecord
 from tests.testapp import views
@@ -9,9 +10,20 @@ from tests.testapp.models import Widget
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_view_raising_rolls_back_and_records_failed_then_the_retry_succeeds(api):
-    views.faults["raise"] = 1
-    with pytest.raises(RuntimeError):
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        ("raise", RuntimeError),
+        # The view succeeded; its transaction failed at COMMIT (a deferred
+        # constraint): no success is stored.
+        ("commit", IntegrityError),
+    ],
+)
+def test_view_raising_rolls_back_and_records_failed_then_the_retry_succeeds(
+    api, fault, error
+):
+    views.faults[fault] = 1
+    with pytest.raises(error):
         api.post("/t/widgets/", {"name": "a"}, key="k")
 
     assert Widget.objects.count() == 0

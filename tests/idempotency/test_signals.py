@@ -81,6 +81,23 @@ def test_a_view_that_raises_is_failed_and_never_claimed(api):
     assert heard.of("key_failed")[0]["status"] == 500
 
 
+def test_a_commit_that_fails_is_failed_and_never_claimed(api):
+    from django.db import IntegrityError
+
+    views.faults["commit"] = 1
+    with listening() as heard, pytest.raises(IntegrityError):
+        api.post("/t/widgets/", {"name": "a"}, key=KEY)
+
+    assert heard.names() == ["key_failed"]
+    assert (
+        heard.of("key_failed")[0]["reason"],
+        heard.of("key_failed")[0]["status"],
+    ) == (
+        "raised",
+        500,
+    )
+
+
 def test_an_error_answer_and_a_validation_failure_are_failed_with_their_reason(api):
     views.faults["500"] = 1
     with listening() as heard:

@@ -12,6 +12,7 @@ from django.http import (
     StreamingHttpResponse,
 )
 from django.template import engines
+from django.utils.timezone import now
 from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 from django.views.decorators.vary import vary_on_cookie
 from rest_framework import permissions, serializers, status, throttling, viewsets
@@ -36,6 +37,7 @@ faults = {
     "crash": 0,
     "invalid": 0,
     "not-found": 0,
+    "commit": 0,
 }
 
 
@@ -55,8 +57,21 @@ def _maybe_fail():
                 raise serializers.ValidationError({"amount": "refused late"})
             if name == "not-found":  # DRF's handler answers it (404)
                 raise NotFound("No such basket.")
+            if name == "commit":  # the view succeeds; its transaction's commit fails
+                _violate_a_deferred_constraint()
+                return None
             return Response({"error": name}, status=int(name))
     return None
+
+
+def _violate_a_deferred_constraint():
+    """A step row of a unit that does not exist: its foreign key is checked
+    at COMMIT (DEFERRABLE INITIALLY DEFERRED), not here."""
+    from idempotency.shared.steps.models import StepRecord
+
+    StepRecord.objects.create(
+        unit_id="no-such-unit", name="n", state="done", attempt=1, created_at=now()
+    )
 
 
 class WidgetSerializer(serializers.ModelSerializer):
