@@ -55,7 +55,7 @@ class Endpoint:
     each new intent, so each can use fresh values); so are
     ``invalid_payload`` and ``changed_payload``. ``effects()`` returns a
     number that grows with the view's business effect (``Order.objects.count``;
-    None counts as 0).
+    None counts as 0), or a dict of numbers, one per outside effect.
     ``client(name)`` returns a test client acting as the principal ``name``;
     two names must be two scopes. By default it is a DRF ``APIClient``
     force-authenticated as a user of that name.
@@ -181,7 +181,7 @@ class _Case:
         client = client or self.client()
         key = self.key("-baseline")
         _, before, after = self.first(client, key, self.new_payload())
-        return after - before
+        return growth(before, after)
 
 
 def _replayed(response) -> bool:
@@ -240,10 +240,10 @@ def check_race(endpoint: Endpoint) -> None:
     after = case.effects()
     ran = [a for a in answers if _is_response(a) and _ran(a)]
     problems = g.Problems(g.RACE, endpoint.describe(key))
-    if after - before != delta:
-        problems.append(
-            f"{count} requests at once: {g.change(before, after, before + delta)}"
-        )
+    problems += [
+        f"{count} requests at once: {verdict}"
+        for verdict in each_once(before, after, delta)
+    ]
     if len(ran) != 1:
         problems.append(f"{len(ran)} answers came from running the view, not 1")
     winner = ran[0] if ran else None
@@ -423,10 +423,11 @@ class _FailedAttempt:
             problems.append("the retry got the failed attempt's answer, replayed")
         elif not _ran(retry):
             problems.append("the retry did not run")
-        if not problems and after - self.failed != self.delta:
-            problems.append(
-                f"the retry: {g.change(self.failed, after, self.failed + self.delta)}"
-            )
+        if not problems:
+            problems += [
+                f"the retry: {verdict}"
+                for verdict in each_once(self.failed, after, self.delta)
+            ]
         answered = self.answered
         if answered is not None and answered.status_code < 400:
             # Whatever happened next, the client was told it worked.
@@ -496,10 +497,8 @@ def check_validation_failure(endpoint: Endpoint) -> None:
                 "serializer.is_valid(raise_exception=True)) instead of "
                 "returning a 400 response"
             )
-    elif after - refused != delta:
-        problems.append(
-            f"the corrected retry: {g.change(refused, after, refused + delta)}"
-        )
+    elif verdicts := each_once(refused, after, delta):
+        problems += [f"the corrected retry: {verdict}" for verdict in verdicts]
     elif _record(key) is None:
         problems.append(g.NOTHING_STORED)
     problems.raise_if_any()
@@ -513,7 +512,7 @@ def check_expiry(endpoint: Endpoint) -> None:
     case = _Case(endpoint, "expiry")
     client, key = case.client(), case.key()
     _, before, ran_once = case.first(client, key)
-    delta = ran_once - before
+    delta = growth(before, ran_once)
     record = _record(key)
     if record is None:
         raise g.broken(g.WITHIN_TTL, endpoint.describe(key), g.NOTHING_STORED)
@@ -552,12 +551,13 @@ def check_expiry(endpoint: Endpoint) -> None:
         clock.advance_past(record.expires_at)
         late = case.send(client, key)
     after = case.effects()
-    if _replayed(late) or after - ran_once != delta:
+    verdicts = each_once(ran_once, after, delta)
+    if _replayed(late) or verdicts:
         raise g.broken(
             g.EXPIRED,
             endpoint.describe(key),
             f"TTL {ttl}; a retry 1 s after it ended answered {g.answer(late)}",
-            g.change(ran_once, after, ran_once + delta),
+            *verdicts,
         )
 
 
@@ -569,7 +569,7 @@ def check_other_scope(endpoint: Endpoint) -> None:
     alice, bob = case.client("alice"), case.client("bob")
     key = case.key()
     first, before, ran_once = case.first(alice, key)
-    delta = ran_once - before
+    delta = growth(before, ran_once)
     if _record(key) is None:
         # Bob's request would run, proving nothing about scopes.
         raise g.broken(
@@ -587,8 +587,10 @@ def check_other_scope(endpoint: Endpoint) -> None:
         problems.append("bob's request with alice's key got alice's stored answer")
     elif not _ran(theirs):
         problems.append(f"bob's request did not run: {g.answer(theirs)}")
-    elif after - ran_once != delta:
-        problems.append(f"bob's request: {g.change(ran_once, after, ran_once + delta)}")
+    else:
+        problems += [
+            f"bob's request: {verdict}" for verdict in each_once(ran_once, after, delta)
+        ]
     problems.raise_if_any(f"alice: {g.answer(first)}", f"bob:   {g.answer(theirs)}")
 
 
@@ -662,8 +664,10 @@ def check_derived_key(endpoint: Endpoint) -> None:
         )
     if not _ran(retry):
         problems.append(f"the retry did not complete: {g.answer(retry)}")
-    elif after - died != delta:
-        problems.append(f"the retry: {g.change(died, after, died + delta)}")
+    else:
+        problems += [
+            f"the retry: {verdict}" for verdict in each_once(died, after, delta)
+        ]
     problems.raise_if_any()
 
 

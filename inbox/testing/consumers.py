@@ -27,7 +27,12 @@ from idempotency.shared.testing.messages import (
     call_with_task_kwargs,
     new_message,
 )
-from idempotency.shared.testing.steps import growth, kill_after_each_step, step_kills
+from idempotency.shared.testing.steps import (
+    each_once,
+    growth,
+    kill_after_each_step,
+    step_kills,
+)
 
 from ..conf import inbox_settings
 
@@ -51,7 +56,8 @@ class Consumer:
 
     ``consume`` is the task or function. ``payload`` is the event's payload,
     or a function returning one (called for each new message). ``effects()``
-    returns a number that grows with the consumer's business effect.
+    returns a number that grows with the consumer's business effect, or a dict
+    of numbers, one per outside effect.
     ``deliver(consume, message)`` hands a message over; by default with the
     relay's keyword arguments.
     """
@@ -104,12 +110,12 @@ def check_crash_before_ack(consumer: Consumer) -> None:
             "commit to die after; does it write through another connection?",
         )
     last = len(points.points)
-    problem = _crash_and_redeliver(consumer, last, AFTER, delta)
-    if problem:
+    problems = _crash_and_redeliver(consumer, last, AFTER, delta)
+    if problems:
         raise g.broken(
             CRASH_BEFORE_ACK,
             f"the consumer's durable points: {points.describe()}",
-            problem,
+            *problems,
         )
 
 
@@ -123,7 +129,7 @@ def check_crash_anywhere(consumer: Consumer) -> None:
         problem
         for number in range(1, count + 1)
         for when in (BEFORE, AFTER)
-        if (problem := _crash_and_redeliver(consumer, number, when, delta))
+        for problem in _crash_and_redeliver(consumer, number, when, delta)
     ]
     if problems:
         raise g.broken(
@@ -178,7 +184,7 @@ CONSUMER_CHECKS = (check_redelivery, check_crash_before_ack, check_crash_anywher
 def _probe(consumer: Consumer, case: str):
     """Deliver one message cleanly; return its durable points and its effect."""
     points, before, after = _watch(consumer, case, commit_points())
-    return points, after - before
+    return points, growth(before, after)
 
 
 def _watch(consumer: Consumer, case: str, watch):
@@ -194,16 +200,19 @@ def _watch(consumer: Consumer, case: str, watch):
     return seen, before, after
 
 
-def _crash_and_redeliver(consumer, number, when, delta) -> str | None:
-    """Die at one point, redeliver; describe what went wrong, if anything."""
+def _crash_and_redeliver(consumer, number, when, delta) -> list[str]:
+    """Die at one point, redeliver; describe what went wrong, effect by effect
+    when ``effects()`` counts several."""
     message = consumer.message()
     before = g.measure(consumer.effects)
     lease = _steps_lease() if runs_steps(consumer.consume) else None
     crashed = die_then_rerun(lambda: consumer.hand(message), number, when, lease)
     if crashed is None:
-        return None  # this run took a shorter path; the point does not exist
-    verdict = g.once_verdict(before, g.measure(consumer.effects), delta)
-    return verdict and f"died {crashed}, then redelivered: {verdict}"
+        return []  # this run took a shorter path; the point does not exist
+    return [
+        f"died {crashed}, then redelivered: {verdict}"
+        for verdict in each_once(before, g.measure(consumer.effects), delta)
+    ]
 
 
 def _require_an_effect(consumer, before, after):

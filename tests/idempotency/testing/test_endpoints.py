@@ -48,6 +48,30 @@ def test_every_case_holds_for_a_lease_mode_view_calling_downstream(check):
     check(charges(invalid_payload={"amount": 0}))
 
 
+def widgets_and_mails():
+    """One count per effect, as the steps case documents (these views mail
+    nothing: a count that must not move)."""
+    return {"widgets": widget_count(), "mails": len(mail.outbox)}
+
+
+@pytest.mark.parametrize("check", endpoints.ENDPOINT_CHECKS, **BY_NAME)
+def test_every_case_holds_with_one_count_per_effect(check):
+    endpoint = charges(invalid_payload={"amount": 0})
+    check(replace(endpoint, effects=widgets_and_mails))
+
+
+@pytest.mark.postgresql
+def test_a_race_counted_per_effect_names_the_effect_it_doubled():
+    endpoint = replace(widgets("/broken/check-then-act/"), effects=widgets_and_mails)
+
+    message = broken_message(endpoints.check_race, endpoint)
+
+    assert re.search(
+        r"8 requests at once: widgets: the effect (is wrong|was ap)", message
+    )
+    assert "mails:" not in message
+
+
 def test_an_unguarded_view_runs_again_after_a_lost_response():
     message = broken_message(
         endpoints.check_lost_response, widgets("/broken/unguarded/")
@@ -73,7 +97,9 @@ def test_a_check_then_act_view_passes_in_sequence_and_loses_the_race():
         "Guarantee broken: identical requests racing on one key make one effect"
     )
     assert re.search(
-        r"8 requests at once: effects went 2 → ([3-9]|10) \(expected 2 → 3\)", message
+        r"8 requests at once: the effect (is wrong|was applied twice): "
+        r"effects went 2 → ([3-9]|10) \(expected 2 → 3\)",
+        message,
     )
     assert re.search(r"\n  [2-8] answers came from running the view, not 1", message)
 

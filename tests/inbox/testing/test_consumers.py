@@ -1,5 +1,7 @@
 """The consumer checks pass on inbox consumers and name what broken ones break."""
 
+from dataclasses import replace
+
 import pytest
 
 from idempotency.shared.testing.guarantees import CannotCheck
@@ -73,6 +75,18 @@ def test_a_consumer_that_applies_before_the_inbox_doubles_on_a_crash():
         '"testapp_widget"' in message
     )
     assert "the effect was applied twice" in message
+
+
+def test_a_crash_counted_per_effect_names_the_effect_it_doubled():
+    def per_effect():
+        return {"widgets": widget_count(), "stock": reserved()}
+
+    consumer = replace(widgets(broken.applies_before_receive), effects=per_effect)
+
+    message = broken_message(consumers.check_crash_anywhere, consumer)
+
+    assert "then redelivered: widgets: the effect was applied twice" in message
+    assert "stock:" not in message  # the consumer reserves none
 
 
 def test_a_consumer_that_applies_after_the_inbox_commit_loses_it_on_a_crash():

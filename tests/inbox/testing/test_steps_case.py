@@ -104,3 +104,10 @@ class TestShipSuite(ConsumerSuite):
     @pytest.fixture(autouse=True)
     def _fakes(self, fakes):
         self.fakes = fakes
+
+
+class TestShipSuiteCountedPerEffect(TestShipSuite):
+    """The same, with one count per outside effect."""
+
+    def effects(self):
+        return effects_of(self.fakes)()
