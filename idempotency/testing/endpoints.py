@@ -152,7 +152,7 @@ class _Case:
 
     def require_success(self, response, what: str = "the first request"):
         """Refuse to go on when a request that must work did not."""
-        if not 200 <= response.status_code < 300:
+        if not _succeeded(response):
             raise g.CannotCheck(
                 self.name,
                 f"{what} answered {g.answer(response)}; give a payload and a "
@@ -429,7 +429,7 @@ class _FailedAttempt:
                 for verdict in each_once(self.failed, after, self.delta)
             ]
         answered = self.answered
-        if answered is not None and answered.status_code < 400:
+        if answered is not None and _succeeded(answered):
             # Whatever happened next, the client was told it worked.
             problems.guarantee = g.FAILURE_NOT_STORED_AS_SUCCESS
             problems.insert(
@@ -473,7 +473,7 @@ def check_validation_failure(endpoint: Endpoint) -> None:
     key = case.key()
     before = case.effects()
     invalid = case.send(client, key, case.body(endpoint.invalid_payload))
-    if invalid.status_code < 400:
+    if _succeeded(invalid):
         raise g.CannotCheck(
             case.name,
             f"invalid_payload was accepted: {g.answer(invalid)}",
@@ -850,9 +850,15 @@ def _is_response(answer) -> bool:
     return not isinstance(answer, BaseException)
 
 
+def _succeeded(response) -> bool:
+    """Whether the view's answer is a success: a 2xx, or a redirect (as a
+    Post/Redirect/Get view answers), which the library keeps like one."""
+    return response.status_code < 400
+
+
 def _ran(response) -> bool:
     """The answer came from running the view, successfully."""
-    return 200 <= response.status_code < 300 and not _replayed(response)
+    return _succeeded(response) and not _replayed(response)
 
 
 def _tally(answers) -> str:

@@ -6,7 +6,9 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core import mail
+from django.test import Client
 
 from idempotency.shared.testing.guarantees import CannotCheck
 from idempotency.testing import endpoints
@@ -70,6 +72,20 @@ def test_a_race_counted_per_effect_names_the_effect_it_doubled():
         r"8 requests at once: widgets: the effect (is wrong|was ap)", message
     )
     assert "mails:" not in message
+
+
+def logged_in(name):
+    """A plain Django test client logged in as ``once-<name>``, for the
+    plain Django views (DRF's forced authentication does not reach them)."""
+    user, _ = get_user_model()._default_manager.get_or_create(username=f"once-{name}")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize("check", endpoints.ENDPOINT_CHECKS, **BY_NAME)
+def test_every_case_holds_for_a_post_redirect_get_view(check):
+    check(widgets("/t/redirect/", client=logged_in))
 
 
 def test_an_unguarded_view_runs_again_after_a_lost_response():
