@@ -201,9 +201,18 @@ def check_lost_response(endpoint: Endpoint) -> None:
     problems = g.Problems(g.LOST_RESPONSE, endpoint.describe(key))
     if after != ran_once:
         problems.append(f"the view ran again: {g.change(before, after, ran_once)}")
-    if retry.status_code != first.status_code:
+    if first.streaming and not _replayed(retry):
+        # As any answer the library does not keep: a retry gets 409
+        # answer-not-kept, so a client that lost it can never read it again.
+        problems.append(
+            "the first answer was streamed (StreamingHttpResponse, "
+            "FileResponse): the library never keeps a streamed answer, so the "
+            "retry cannot get it back; answer with an HttpResponse to have it "
+            "replayed"
+        )
+    elif retry.status_code != first.status_code:
         problems.append("the retry's status differs from the first answer's")
-    elif retry.content != first.content:
+    elif g.content(retry) != g.content(first):
         problems.append("the retry's body differs from the first answer's")
     if not _replayed(retry):
         problems.append(f"the retry carries no {REPLAYED}: true")
@@ -258,7 +267,7 @@ def check_race(endpoint: Endpoint) -> None:
         elif _replayed(answer):
             if winner is not None and (
                 answer.status_code != winner.status_code
-                or answer.content != winner.content
+                or g.content(answer) != g.content(winner)
             ):
                 problems.append(
                     f"request {index} replayed another answer: {g.answer(answer)}"

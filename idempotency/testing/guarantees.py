@@ -8,6 +8,7 @@ from idempotency.shared.testing.guarantees import (  # noqa: F401
     answer,
     broken,
     change,
+    content,
     excerpt,
     measure,
     once_verdict,

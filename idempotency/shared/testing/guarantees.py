@@ -91,11 +91,22 @@ def excerpt(content: bytes | str) -> str:
     return text if len(text) <= EXCERPT else text[: EXCERPT - 1] + "…"
 
 
+def content(response) -> bytes:
+    """A response's body, a streamed one (``StreamingHttpResponse``,
+    ``FileResponse``) included: it has no ``content``."""
+    if not response.streaming:
+        return response.content
+    body = b"".join(response.streaming_content)
+    # The stream can be read once: put the bytes back for the next reader.
+    response.streaming_content = [body]
+    return body
+
+
 def answer(response) -> str:
     """``201 {"id": 1} (Idempotent-Replayed)``: what a response said."""
     replayed = response.get("Idempotent-Replayed") == "true"
     marker = "replayed" if replayed else "not replayed"
-    text = f"{response.status_code} {excerpt(response.content)} ({marker}"
+    text = f"{response.status_code} {excerpt(content(response))} ({marker}"
     if response.get("Retry-After"):
         text += f", Retry-After: {response['Retry-After']}"
     return text + ")"

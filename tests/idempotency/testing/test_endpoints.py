@@ -88,6 +88,40 @@ def test_every_case_holds_for_a_post_redirect_get_view(check):
     check(widgets("/t/redirect/", client=logged_in))
 
 
+STREAMED = pytest.mark.parametrize("url", ["/t/stream/", "/t/file/"])
+
+
+@STREAMED
+@pytest.mark.parametrize(
+    "check",
+    [
+        endpoints.check_failed_attempt,
+        endpoints.check_failure_at_completion,
+        endpoints.check_other_scope,
+    ],
+    **BY_NAME,
+)
+def test_the_cases_that_replay_nothing_hold_for_a_streamed_answer(check, url):
+    check(widgets(url, client=logged_in))
+
+
+@STREAMED
+def test_a_streamed_answer_lost_is_reported_as_never_kept(url):
+    message = broken_message(
+        endpoints.check_lost_response, widgets(url, client=logged_in)
+    )
+
+    assert "the view ran again" not in message
+    assert (
+        "the first answer was streamed (StreamingHttpResponse, FileResponse): "
+        "the library never keeps a streamed answer" in message
+    )
+    assert re.search(
+        r"first answer: 20[01] (id=|receipt )\d+ \(not replayed\)", message
+    )
+    assert "retry:        409 {" in message
+
+
 def test_an_unguarded_view_runs_again_after_a_lost_response():
     message = broken_message(
         endpoints.check_lost_response, widgets("/broken/unguarded/")
