@@ -144,7 +144,7 @@ def _check_actions(cls, overrides) -> None:
     """Refuse ``idempotent_actions`` that can guard nothing: a bare string
     (matched a character at a time), or names none of which is an action or
     a handler of the view (a typo, or "post" on a viewset, whose action is
-    "create")."""
+    "create"). An empty tuple is a subclass's way to guard nothing."""
     if cls.get_idempotent_actions is not IdempotencyMixin.get_idempotent_actions:
         return  # decided per request
     actions = overrides.get("idempotent_actions", cls.idempotent_actions)
@@ -153,7 +153,7 @@ def _check_actions(cls, overrides) -> None:
         raise IdempotencyConfigurationError(
             f"{where} must be a tuple of action or method names, not {actions!r}."
         )
-    if not any(callable(getattr(cls, action, None)) for action in actions):
+    if actions and not any(callable(getattr(cls, action, None)) for action in actions):
         raise IdempotencyConfigurationError(
             f"{where} = {tuple(actions)!r} names no action or handler of the "
             "view, so no request would be guarded: name a viewset's actions "

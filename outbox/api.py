@@ -52,7 +52,10 @@ def record(
             "event commits with the change it describes; pass "
             "require_transaction=False to record it on its own."
         )
-    aggregate_id = str(aggregate_id)
+    # As the columns would cast them: an Enum's or an int's text.
+    aggregate_type, aggregate_id, event_type = map(
+        str, (aggregate_type, aggregate_id, event_type)
+    )
     _check_storable(aggregate_type, aggregate_id, event_type, payload, headers)
     message_id = uuid.uuid4()
     # Headers the caller gave win over the create span's context and the

@@ -65,7 +65,9 @@ class OutboxMessageQuerySet(models.QuerySet["OutboxMessage"]):
         ``available_at`` moves with the backoff and would hide the lag.
         """
         oldest = self.pending().aggregate(oldest=models.Min("created_at"))["oldest"]
-        return now - oldest if oldest else None
+        # Never below 0: the writer's clock (or ORDERED mode's stamp just
+        # after the aggregate's last event) may run ahead of this host's.
+        return max(now - oldest, timedelta(0)) if oldest else None
 
     def requeue(self, now):
         """Give dead messages a fresh attempt budget, due now; ``attempts``

@@ -65,8 +65,8 @@ def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
             receipt = _read(receipts, receipt_id)
             if receipt.state in WebhookReceipt.FINISHED:
                 return Outcome(receipt.state)
+            taken_from = receipt.state
             if not runs_steps(handlers_for(receipt.source, receipt.event_type)):
-                taken_from = receipt.state
                 return _run_handlers(receipt)
             if not _take_for_steps(receipts, receipt):
                 return Outcome.LEASED
@@ -112,7 +112,7 @@ def process_next() -> int | None:
     except Exception as exc:
         if taken is None:
             raise  # taking a receipt failed (the database), not a receipt
-        _fail(receipts, taken, exc, leased)
+        _fail(receipts, taken, exc, leased, taken_from=WebhookReceipt.State.RECEIVED)
         return taken  # not recorded: a newer worker holds the lease
 
 

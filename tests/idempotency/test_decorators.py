@@ -187,6 +187,13 @@ def test_idempotent_actions_that_guard_nothing_are_refused(actions, message):
         view.as_view({"post": "create"})
 
 
+def test_no_idempotent_actions_is_a_subclass_guarding_nothing():
+    from tests.testapp.views import WidgetViewSet
+
+    view = type("UnguardedViewSet", (WidgetViewSet,), {"idempotent_actions": ()})
+    view.as_view({"post": "create"})
+
+
 def test_a_base_class_without_the_actions_yet_is_not_refused():
     # Checked where views are made (as_view), not on an abstract base.
     from rest_framework import viewsets

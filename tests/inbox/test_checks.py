@@ -179,6 +179,24 @@ def test_e006_a_consumer_task_without_the_inbox_wiring(consumer_tasks):
     assert errors[1].msg.endswith("without acks_on_failure_or_timeout=False.")
 
 
+def test_a_worker_is_stopped_by_e006_unless_the_project_silenced_it(
+    consumer_tasks, settings
+):
+    from celery import shared_task
+
+    from inbox.api import consumer
+
+    @shared_task(name="checks.stops_a_worker", acks_late=True)
+    @consumer("checks.stops-a-worker")
+    def stops_a_worker(**kwargs): ...
+
+    with pytest.raises(SystemExit, match=r"inbox\.E006: .*'checks\.stops_a_worker'"):
+        checks.refuse_unwired_consumers()
+    # The project's own wiring, which the check cannot see, is its call.
+    settings.SILENCED_SYSTEM_CHECKS = ["inbox.E006"]
+    checks.refuse_unwired_consumers()
+
+
 def test_the_installed_consumer_tasks_are_wired():
     assert checks.check_consumer_tasks() == []
 

@@ -1,5 +1,6 @@
 """record(): the event commits with the change it describes, or not at all."""
 
+import enum
 import uuid
 
 import pytest
@@ -107,6 +108,22 @@ def test_record_refuses_a_value_the_table_cannot_store_before_any_sql(
         record("widget", 1, "widget.created", {"at": Widget.objects.get().pk})
 
     assert OutboxMessage.objects.count() == 1
+
+
+def test_record_takes_names_that_are_not_strings_as_their_text():
+    # As the columns cast them, and as record() took them before it checked.
+    class Event(enum.Enum):
+        CREATED = "created"
+
+    with transaction.atomic():
+        record(5, 1, Event.CREATED, {})
+
+    row = OutboxMessage.objects.get()
+    assert (row.aggregatetype, row.aggregateid, row.type) == (
+        "5",
+        "1",
+        str(Event.CREATED),
+    )
 
 
 def test_record_refuses_to_run_outside_a_transaction():

@@ -282,6 +282,14 @@ def test_lag_counts_from_when_the_message_became_due(
     assert age >= timedelta(minutes=10)
 
 
+def test_lag_is_never_below_zero_when_the_writers_clock_runs_ahead(clock):
+    with transaction.atomic():
+        record("order", 1, "order.created", {})
+    clock.advance(seconds=-2)  # this host's clock
+
+    assert OutboxMessage.objects.oldest_pending_age(clock.now()) == timedelta(0)
+
+
 @override_settings(OUTBOX={"RELAY": "debezium"})
 def test_the_celery_relay_stays_idle_in_debezium_mode(sent, make_messages):
     make_messages(1)
