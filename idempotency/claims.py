@@ -422,12 +422,7 @@ def _run_view(claim, records, store) -> _Outcome:
     the key would look unused for a moment, and the duplicate would run.
     """
     try:
-        try:
-            with transaction.atomic(using=records.db):
-                response = store(claim, records)
-        except _WorkRolledBack as rolled_back:
-            _complete(claim, records, rolled_back.answer)
-            response = rolled_back.response
+        response = _store_in_block(claim, records, store)
         signals.claimed(claim, ATOMIC, using=records.db)
         return _Outcome(response)
     except _Discard as discard:
@@ -440,6 +435,20 @@ def _run_view(claim, records, store) -> _Outcome:
     except Exception as exc:
         _failed(claim, ATOMIC, records, 500, signals.RAISED)
         return _Outcome(None, exc, recorded=_mark_failed(claim, records))
+
+
+def _store_in_block(claim, records, store):
+    """Run ``store`` in an atomic block of its own (a savepoint of the claim's
+    transaction in atomic mode, the view's transaction in lease mode). An
+    error answer whose work the view's handler rolled back is stored once
+    the block has undone that work."""
+    try:
+        with transaction.atomic(using=records.db):
+            return store(claim, records)
+    except _WorkRolledBack as rolled_back:
+        with transaction.atomic(using=records.db):
+            _complete(claim, records, rolled_back.answer)
+        return rolled_back.response
 
 
 def _failed(claim, mode, records, status, reason):
@@ -479,13 +488,7 @@ def _run_lease(claim, store, *, steps=False):
     try:
         if steps:
             return _run_steps(claim, records, store)
-        try:
-            with transaction.atomic(using=records.db):
-                return store(claim, records)
-        except _WorkRolledBack as rolled_back:
-            with transaction.atomic(using=records.db):
-                _complete(claim, records, rolled_back.answer)
-            return rolled_back.response
+        return _store_in_block(claim, records, store)
     except LeaseLost:
         raise
     except _Discard as discard:
