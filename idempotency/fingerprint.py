@@ -4,6 +4,7 @@ import codecs
 import hashlib
 import io
 import json
+from operator import itemgetter
 from urllib.parse import parse_qsl, urlencode
 
 from django.conf import settings
@@ -72,12 +73,8 @@ def _canonical_query(query: str) -> str:
     # UTF-8 stay themselves (surrogateescape both ways): a view reading another
     # charset tells them apart. Other queries hash as they did before.
     pairs = parse_qsl(query, keep_blank_values=True, errors="surrogateescape")
-    pairs.sort(key=_name)
+    pairs.sort(key=itemgetter(0))
     return urlencode(pairs, errors="surrogateescape")
-
-
-def _name(pair):
-    return pair[0]
 
 
 def _frame(digest, data: bytes) -> None:
@@ -149,7 +146,7 @@ def _canonical_form(fields, files) -> bytes:
     # since request.FILES[name] is the last of them.
     files = [
         (name, upload.name, _file_digest(upload))
-        for name, uploads in sorted(files.lists(), key=_name)
+        for name, uploads in sorted(files.lists(), key=itemgetter(0))
         for upload in uploads
     ]
     return json.dumps([fields, files], separators=(",", ":")).encode()
