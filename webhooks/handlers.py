@@ -18,12 +18,14 @@ first unfinished step (see ``idempotency.shared.steps``). The handlers of one
 event type are all of one kind.
 """
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
@@ -101,6 +103,13 @@ def on(
     ``steps=True`` for a handler whose outside calls are ``event.step()``."""
 
     def register(handler: Callable) -> Callable:
+        if iscoroutinefunction(handler):
+            # Called in the receipt's transaction, it would return a coroutine
+            # that never runs, and the receipt would say processed.
+            raise ImproperlyConfigured(
+                f"Webhook handler {handler!r} is async: handlers run in the "
+                "receipt's transaction, in a worker, and must be plain functions."
+            )
         handlers = _registry.setdefault((source, event_type), [])
         if handler not in handlers:
             handlers.append(handler)
@@ -131,3 +140,15 @@ def handlers_for(source: str, event_type: str) -> list[Callable]:
         autodiscover_modules("webhooks")
         _discovered = True
     return list(_registry.get((source, event_type), ()))
+
+
+def run(handler: Callable, event: Event) -> None:
+    """Call ``handler(event)``; refuse an awaitable it returns (never run)."""
+    result = handler(event)
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()  # no "never awaited" warning on top of the error
+        raise ImproperlyConfigured(
+            f"Webhook handler {handler!r} returned an awaitable, which nothing "
+            "runs: handlers must do their work before they return."
+        )

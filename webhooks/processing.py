@@ -14,7 +14,7 @@ from idempotency.shared.steps import Abandon, StepTakenOver, begin
 from . import signals
 from .conf import webhooks_settings
 from .exceptions import HandlerFailed, ReceiptUnreadable
-from .handlers import Event, handlers_for, runs_steps
+from .handlers import Event, handlers_for, run, runs_steps
 from .models import WebhookReceipt
 
 State = WebhookReceipt.State
@@ -171,7 +171,7 @@ def _handle(receipt) -> Outcome:
     event = _event(receipt)
     for handler in handlers:
         with units.running(event.unit):
-            handler(event)
+            run(handler, event)
     receipt.state = State.PROCESSED if handlers else State.SKIPPED
     receipt.attempts += 1
     receipt.last_error = ""
@@ -230,7 +230,7 @@ def _run_steps(receipts, receipt, *, last_attempt=False) -> Outcome:
             units.running(unit),
         ):
             for handler in handlers_for(receipt.source, receipt.event_type):
-                handler(event)
+                run(handler, event)
     except StepTakenOver:
         raise  # a newer worker holds the unit: giving it up is not ours to do
     except Abandon as abandon:

@@ -5,6 +5,7 @@ from datetime import timedelta
 from urllib.parse import quote_plus
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
 from tests.testapp.models import Widget
@@ -243,3 +244,30 @@ def test_a_receipt_whose_kick_was_lost_is_processed_by_enqueue_waiting(
 
     assert receipt().state == "processed"
     assert [e.delivery_id for e in calls] == ["evt_1"]
+
+
+def test_an_async_handler_is_refused_when_it_is_registered():
+    # Called in the receipt's transaction, it would return a coroutine that
+    # never runs, and the receipt would say processed.
+    async def notify(event):
+        Widget.objects.create(name="never")
+
+    with pytest.raises(ImproperlyConfigured, match="async"):
+        on("github", "push")(notify)
+    deliver()
+    assert processing.process(receipt().pk) == "skipped"
+
+
+def test_a_handler_returning_an_awaitable_fails_the_receipt():
+    async def notify(event):
+        Widget.objects.create(name="never")
+
+    @on("github", "push")
+    def wrapped(event):
+        return notify(event)
+
+    deliver()
+    with pytest.raises(processing.HandlerFailed, match="awaitable"):
+        processing.process(receipt().pk)
+    assert receipt().state == "failed"
+    assert "awaitable" in receipt().last_error
