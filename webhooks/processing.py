@@ -107,7 +107,9 @@ def process_next() -> int | None:
                 return taken
             _take_for_steps(receipts, receipt)  # next_received() left it free
         leased = receipt
-        _run_steps(receipts, receipt)
+        # The drain's run is the receipt's first attempt, as a
+        # process_receipt task's: with no retries to come, it is the last.
+        _run_steps(receipts, receipt, last_attempt=webhooks_settings.MAX_RETRIES < 1)
         return taken
     except Exception as exc:
         if taken is None:

@@ -13,7 +13,7 @@ from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.testing.clock import controlled_clock
 from idempotency.shared.testing.crashes import SimulatedCrash
 from idempotency.shared.testing.steps import step_kills
-from webhooks import processing
+from webhooks import processing, tasks
 from webhooks.conf import webhooks_settings
 from webhooks.exceptions import HandlerFailed
 from webhooks.handlers import on
@@ -226,6 +226,21 @@ def test_the_last_attempt_that_fails_gives_the_unit_up(steps_handler):
 
     assert calls == ["charge", "undo charge"]
     assert UnitRecord.objects.get().state == UnitRecord.State.COMPENSATED
+
+
+def test_a_drain_that_fails_with_no_retries_left_gives_the_unit_up(
+    steps_handler, webhook_sources
+):
+    # MAX_RETRIES = 0: the drain's run is the receipt's only attempt, as a
+    # process_receipt task's first run would be its last.
+    webhook_sources.WEBHOOKS = {**webhook_sources.WEBHOOKS, "MAX_RETRIES": 0}
+    new_receipt()
+    behaviour["fail"] = True
+    assert tasks.drain() == 1
+
+    assert calls == ["charge", "undo charge"]
+    assert UnitRecord.objects.get().state == UnitRecord.State.COMPENSATED
+    assert WebhookReceipt.objects.get().state == "failed"
 
 
 def test_steps_and_plain_handlers_of_one_event_type_are_refused(steps_handler):
