@@ -92,6 +92,9 @@ def test_e010_credential_headers_are_never_stored(settings, header):
         {"VERIFIER": "hmac", "SECRETS": ["s"], "OPTIONS": {"TIMESTAMP_HEADER": True}},
         {"VERIFIER": "hmac", "SECRETS": ["s"], "OPTIONS": {"TIMESTAMP_HEADER": 300}},
         {"VERIFIER": "github", "SECRETS": ["s"], "OPTIONS": []},
+        # Not names at all: the report of unknown ones must not crash on them.
+        {"VERIFIER": "hmac", "SECRETS": ["s"], "OPTIONS": {1: "X-Id"}},
+        {"VERIFIER": "github", "SECRETS": ["s"], "OPTIONS": {None: 1, "A": 2}},
     ],
 )
 def test_e011_verifier_rejects_its_settings(settings, config):

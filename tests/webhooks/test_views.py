@@ -528,6 +528,19 @@ def test_a_timestamp_option_that_names_no_header_fails_that_source_closed(
     assert deliver().status_code == 202
 
 
+def test_an_option_that_is_no_name_fails_that_source_closed(webhook_sources):
+    # Reporting it as unknown crashed the source's validation: Django's HTML
+    # 500 at the intake instead of the source's refusal.
+    webhook_sources.WEBHOOKS["SOURCES"]["hmac"]["OPTIONS"] = {1: "X-Id"}
+    body = signing.event_body()
+
+    response = post("/webhooks/hmac/", body, signing.hmac_headers(body))
+
+    assert response.status_code == 500
+    assert problem(response)["type"].endswith("/webhook-misconfigured")
+    assert deliver().status_code == 202
+
+
 def test_a_fixed_source_is_rebuilt_when_the_settings_change(webhook_sources):
     webhook_sources.WEBHOOKS = {
         "SOURCES": {"github": {"VERIFIER": "github", "SECRETS": [""]}}

@@ -141,7 +141,9 @@ class BaseVerifier:
 
     def check(self) -> list[str]:
         """Return configuration problems (one message each); empty when sound."""
-        unknown = sorted(set(self.options) - set(self.option_defaults))
+        # str(): a key that is no name (1, None) is reported, not sorted
+        # against names (TypeError) nor joined as one.
+        unknown = sorted(map(str, set(self.options) - set(self.option_defaults)))
         if unknown:
             return [f"unknown OPTIONS: {', '.join(unknown)}"]
         return []
