@@ -4,6 +4,7 @@ import gzip
 import hashlib
 import json
 import time
+from dataclasses import replace
 from datetime import timedelta
 from urllib.parse import quote_plus
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from tests.webhooks import signing
 from webhooks.bodies import FORM
 from webhooks.models import WebhookReceipt, WebhookRejection
+from webhooks.verifiers.hmac import HmacVerifier
 
 pytestmark = pytest.mark.django_db
 
@@ -552,3 +554,51 @@ def test_a_fixed_source_is_rebuilt_when_the_settings_change(webhook_sources):
         }
     }
     assert deliver().status_code == 202
+
+
+class LaxIdVerifier(HmacVerifier):
+    """A verifier of one's own that takes its id and event type as they come."""
+
+    def verify(self, body, headers):
+        checked = {**headers, "X-Webhook-Id": "id", "X-Webhook-Event": "type"}
+        return replace(
+            super().verify(body, checked),
+            delivery_id=headers.get("X-Webhook-Id"),
+            event_type=headers.get("X-Webhook-Event"),
+        )
+
+
+@pytest.mark.parametrize(
+    ("header", "value"),
+    [
+        ("X-Webhook-Id", None),
+        ("X-Webhook-Id", ""),
+        ("X-Webhook-Id", " "),
+        ("X-Webhook-Id", "x" * 256),
+        ("X-Webhook-Id", "evt\x001"),
+        ("X-Webhook-Event", None),
+        ("X-Webhook-Event", "x" * 256),
+    ],
+)
+def test_a_custom_verifiers_delivery_id_and_type_are_checked_too(
+    webhook_sources, header, value
+):
+    # Stored as they came, an empty id made every later delivery without one
+    # a duplicate, never processed; a long one, a NUL or none was a 500.
+    webhook_sources.WEBHOOKS["SOURCES"]["lax"] = {
+        "VERIFIER": f"{__name__}.LaxIdVerifier",
+        "SECRETS": [signing.HMAC_SECRET],
+    }
+    body = signing.event_body()
+    headers = signing.hmac_headers(body)
+    del headers[header]
+    if value is not None:
+        headers[header] = value
+
+    response = post("/webhooks/lax/", body, headers)
+
+    assert response.status_code == 401
+    assert problem(response)["type"].endswith("/webhook-verifier-error")
+    assert not WebhookReceipt.objects.exists()
+    # What the bundled verifiers take passes.
+    assert post("/webhooks/lax/", body, signing.hmac_headers(body)).status_code == 202

@@ -162,6 +162,12 @@ class BaseVerifier:
             raise VerificationFailed(VERIFIER_ERROR) from None
         if not isinstance(delivery, Delivery):
             raise VerificationFailed(VERIFIER_ERROR)
+        # A custom verifier's too: a blank id would make every later delivery
+        # without one a duplicate, and what a receipt cannot store a 500.
+        if not _storable(delivery.delivery_id) or not delivery.delivery_id.strip():
+            raise VerificationFailed(VERIFIER_ERROR, "delivery id malformed")
+        if not _storable(delivery.event_type):
+            raise VerificationFailed(VERIFIER_ERROR, "event type malformed")
         if delivery.occurred_at is None:
             return delivery
         if not isinstance(delivery.occurred_at, datetime):
@@ -254,6 +260,12 @@ class BaseVerifier:
         except ValueError as exc:
             # Fixed words (bodies.json_object), never the body's own text.
             raise VerificationFailed(MALFORMED_BODY, f"body: {exc}") from None
+
+
+def _storable(value) -> bool:
+    """Whether a receipt can keep ``value`` as its id or event type: at most
+    255 printable characters (no NUL, no lone surrogate)."""
+    return isinstance(value, str) and len(value) <= 255 and value.isprintable()
 
 
 def event_time(moment: datetime) -> datetime:
