@@ -1,4 +1,5 @@
-"""Stripe: ``Stripe-Signature: t=<seconds>,v1=<hex>[,v1=<hex>...]``."""
+"""Stripe: ``Stripe-Signature: t=<seconds>,v1=<hex>[,v1=<hex>...]``, for
+snapshot events and thin events (API v2) alike."""
 
 import hashlib
 import hmac
@@ -33,7 +34,13 @@ class StripeVerifier(BaseVerifier):
         if not self.matches(expected, signatures):
             raise Failed(BAD_SIGNATURE)
         event = self.json_object(body, headers)
-        occurred_at = self.epoch_event_time(event.get("created"))
+        created = event.get("created")
+        # Snapshot events say when in Unix seconds; event destinations' thin
+        # events (API v2) in ISO 8601.
+        if isinstance(created, str):
+            occurred_at = self.iso_event_time(created)
+        else:
+            occurred_at = self.epoch_event_time(created)
         try:
             return Delivery(
                 # The event id: the same on every retry of one event.

@@ -2,6 +2,7 @@ import hashlib
 import hmac
 import json
 import time
+from datetime import UTC, datetime
 
 import pytest
 import stripe
@@ -80,3 +81,33 @@ class TestStripeVerifier(VerifierContract):
     def test_a_signed_event_without_id_or_type_is_a_bad_body(self, event):
         body = json.dumps(event).encode()
         self.refused(base.MALFORMED_BODY, body, self.sign(body))
+
+    def test_a_thin_event_with_an_iso_created_verifies(self):
+        # Event destinations' thin events (API v2) say when in ISO 8601, not
+        # Unix seconds; the library reads them under the same signature.
+        body = json.dumps(
+            {
+                "id": "evt_test_65R9Ijk8Z8SSmmEXfvl",
+                "object": "v2.core.event",
+                "type": "v1.billing.meter.error_report_triggered",
+                "livemode": False,
+                "created": "2024-09-17T06:20:52.246Z",
+                "related_object": {
+                    "id": "mtr_123",
+                    "type": "billing.meter",
+                    "url": "/v1/billing/meters/mtr_123",
+                },
+            }
+        ).encode()
+        headers = self.sign(body)
+        notification = stripe.StripeClient("sk_test_x").parse_event_notification(
+            body, headers["Stripe-Signature"], self.secret
+        )
+
+        delivery = self.make().authenticate(body, headers)
+
+        assert delivery.delivery_id == notification.id
+        assert delivery.event_type == notification.type
+        assert delivery.occurred_at == datetime(
+            2024, 9, 17, 6, 20, 52, 246000, tzinfo=UTC
+        )
