@@ -102,8 +102,12 @@ def decode_secret(secret) -> bytes | None:
 
 
 def _signatures(header):
-    """Decode every ``v1,<base64>``; other versions are ignored, as specified."""
-    signatures = []
+    """Decode every ``v1,<base64>``; other versions are ignored, as specified.
+
+    Any one signature listed may match: one that does not decode is passed
+    over, as the Standard Webhooks libraries do, unless none decodes.
+    """
+    signatures, undecodable = [], False
     for item in header.split(" "):
         version, _, value = item.partition(",")
         if version != "v1":
@@ -112,9 +116,12 @@ def _signatures(header):
             signature = base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError):
             signature = b""
-        if not signature:
-            raise Failed(MALFORMED_HEADER, "webhook-signature is not base64")
-        signatures.append(signature)
+        if signature:
+            signatures.append(signature)
+        else:
+            undecodable = True
+    if undecodable and not signatures:
+        raise Failed(MALFORMED_HEADER, "webhook-signature is not base64")
     if not signatures:
         raise Failed(MALFORMED_HEADER, "webhook-signature has no v1 signature")
     return signatures
