@@ -103,12 +103,18 @@ def on(
     ``steps=True`` for a handler whose outside calls are ``event.step()``."""
 
     def register(handler: Callable) -> Callable:
-        if iscoroutinefunction(handler):
+        if (
+            iscoroutinefunction(handler)
+            or inspect.isgeneratorfunction(handler)
+            or inspect.isasyncgenfunction(handler)
+        ):
             # Called in the receipt's transaction, it would return a coroutine
-            # that never runs, and the receipt would say processed.
+            # or a generator whose body never runs, and the receipt would say
+            # processed.
             raise ImproperlyConfigured(
-                f"Webhook handler {handler!r} is async: handlers run in the "
-                "receipt's transaction, in a worker, and must be plain functions."
+                f"Webhook handler {handler!r} is async or a generator (it "
+                "yields): handlers run in the receipt's transaction, in a "
+                "worker, and must be plain functions."
             )
         handlers = _registry.setdefault((source, event_type), [])
         if handler not in handlers:
@@ -143,12 +149,17 @@ def handlers_for(source: str, event_type: str) -> list[Callable]:
 
 
 def run(handler: Callable, event: Event) -> None:
-    """Call ``handler(event)``; refuse an awaitable it returns (never run)."""
+    """Call ``handler(event)``; refuse an awaitable or a generator it returns
+    (nothing would run it)."""
     result = handler(event)
-    if inspect.isawaitable(result):
-        if inspect.iscoroutine(result):
-            result.close()  # no "never awaited" warning on top of the error
+    if inspect.isgenerator(result) or inspect.iscoroutine(result):
+        result.close()  # no "never awaited" warning on top of the error
+    if (
+        inspect.isawaitable(result)
+        or inspect.isgenerator(result)
+        or inspect.isasyncgen(result)
+    ):
         raise ImproperlyConfigured(
-            f"Webhook handler {handler!r} returned an awaitable, which nothing "
-            "runs: handlers must do their work before they return."
+            f"Webhook handler {handler!r} returned an awaitable or a generator, "
+            "which nothing runs: handlers must do their work before they return."
         )

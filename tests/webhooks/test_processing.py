@@ -271,3 +271,25 @@ def test_a_handler_returning_an_awaitable_fails_the_receipt():
         processing.process(receipt().pk)
     assert receipt().state == "failed"
     assert "awaitable" in receipt().last_error
+
+
+def test_a_generator_handler_is_refused_when_it_is_registered():
+    # A yield by mistake: called, it would return a generator whose body
+    # never runs, and the receipt would say processed.
+    def notify(event):
+        yield Widget.objects.create(name="never")
+
+    with pytest.raises(ImproperlyConfigured, match="generator"):
+        on("github", "push")(notify)
+
+
+def test_a_handler_returning_a_generator_fails_the_receipt():
+    @on("github", "push")
+    def lazy(event):
+        return (Widget.objects.create(name=n) for n in ["never"])
+
+    deliver()
+    with pytest.raises(processing.HandlerFailed, match="generator"):
+        processing.process(receipt().pk)
+    assert receipt().state == "failed"
+    assert Widget.objects.count() == 0
