@@ -1,5 +1,6 @@
 """Process one receipt at most once: lock, run its handlers, mark it."""
 
+import logging
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
@@ -17,6 +18,7 @@ from .exceptions import HandlerFailed, ReceiptUnreadable
 from .handlers import Event, handlers_for, run, runs_steps
 from .models import WebhookReceipt
 
+logger = logging.getLogger("webhooks")
 State = WebhookReceipt.State
 # The stored traceback is for operators; the tail holds the useful part.
 MAX_ERROR_LENGTH = 4000
@@ -305,6 +307,19 @@ def enqueue_waiting(older_than: timedelta, enqueue: Callable, limit=1000) -> int
     """Enqueue received receipts no worker took (a lost enqueue); say how many."""
     waiting = WebhookReceipt.objects.waiting(clock.now() - older_than)
     pks = list(waiting.order_by("received_at").values_list("pk", flat=True)[:limit])
+    enqueued = 0
     for pk in pks:
-        enqueue(pk)
-    return len(pks)
+        try:
+            enqueue(pk)
+        except Exception:
+            # One receipt's enqueue (a source's route) must not keep the
+            # others, newer, waiting: it is tried again on the next run.
+            logger.warning(
+                "Could not enqueue receipt %s",
+                pk,
+                exc_info=True,
+                extra={"receipt_id": pk},
+            )
+            continue
+        enqueued += 1
+    return enqueued

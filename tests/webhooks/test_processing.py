@@ -293,3 +293,25 @@ def test_a_handler_returning_a_generator_fails_the_receipt():
         processing.process(receipt().pk)
     assert receipt().state == "failed"
     assert Widget.objects.count() == 0
+
+
+def test_one_receipt_whose_enqueue_fails_leaves_the_others_enqueued(clock, caplog):
+    # A custom ENQUEUE routing per source may fail for one source only: the
+    # safety net stopped at its oldest receipt, on every beat run, and the
+    # other sources' lost receipts were never enqueued again.
+    deliver("broken")
+    deliver("fine")
+    clock.advance(minutes=10)
+    broken = WebhookReceipt.objects.get(delivery_id="broken").pk
+    enqueued = []
+
+    def enqueue(pk):
+        if pk == broken:
+            raise ConnectionError("no route to this source's queue")
+        enqueued.append(pk)
+
+    count = processing.enqueue_waiting(timedelta(minutes=5), enqueue)
+
+    assert enqueued == [WebhookReceipt.objects.get(delivery_id="fine").pk]
+    assert count == 1
+    assert f"Could not enqueue receipt {broken}" in caplog.text
