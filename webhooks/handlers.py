@@ -34,8 +34,9 @@ from idempotency.shared import units
 from . import bodies
 
 _registry: dict[tuple[str, str], list[Callable]] = {}
-# The handlers registered with steps=True.
-_steps_handlers: set[Callable] = set()
+# The handlers registered with steps=True, by identity: a handler may be an
+# object that cannot be hashed (a dataclass with __call__).
+_steps_handlers: dict[int, Callable] = {}
 _discovered = False
 
 
@@ -120,7 +121,7 @@ def on(
         if handler not in handlers:
             handlers.append(handler)
         if steps:
-            _steps_handlers.add(handler)
+            _steps_handlers[id(handler)] = handler
         return handler
 
     return register
@@ -128,7 +129,7 @@ def on(
 
 def runs_steps(handlers: list[Callable]) -> bool:
     """Whether ``handlers`` (one event type's) are steps handlers."""
-    kinds = {handler in _steps_handlers for handler in handlers}
+    kinds = {_steps_handlers.get(id(handler)) is handler for handler in handlers}
     if len(kinds) > 1:
         raise ImproperlyConfigured(
             "An event type's handlers are either all steps handlers (@on(..., "

@@ -32,7 +32,7 @@ def handler_registry():
     """Let tests register handlers without leaking them into other tests."""
     handlers.handlers_for("", "")  # discover the apps' handlers once, up front
     saved = {key: list(value) for key, value in handlers._registry.items()}
-    steps_handlers = set(handlers._steps_handlers)
+    steps_handlers = dict(handlers._steps_handlers)
     yield handlers
     handlers._registry.clear()
     handlers._registry.update(saved)

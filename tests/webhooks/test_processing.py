@@ -1,6 +1,7 @@
 """Processing: once per receipt, failures recorded, redelivery retries."""
 
 import json
+from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import quote_plus
 
@@ -315,3 +316,22 @@ def test_one_receipt_whose_enqueue_fails_leaves_the_others_enqueued(clock, caplo
     assert enqueued == [WebhookReceipt.objects.get(delivery_id="fine").pk]
     assert count == 1
     assert f"Could not enqueue receipt {broken}" in caplog.text
+
+
+@dataclass
+class Forward:
+    """A handler that is an object: a dataclass, so it cannot be hashed."""
+
+    name: str
+
+    def __call__(self, event):
+        Widget.objects.create(name=f"{self.name} {event.delivery_id}")
+
+
+def test_a_handler_that_cannot_be_hashed_runs():
+    # It registered, then every receipt of its event failed with TypeError
+    # (unhashable) when processing asked whether it runs steps.
+    on("github", "push")(Forward("forwarded"))
+    deliver()
+    assert processing.process(receipt().pk) == "processed"
+    assert Widget.objects.get().name == "forwarded evt_1"

@@ -2,6 +2,7 @@
 reprocess, its unit compensated when it gives up."""
 
 from contextlib import suppress
+from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
@@ -264,3 +265,20 @@ def test_a_step_in_a_plain_handler_is_refused():
     with pytest.raises(HandlerFailed):
         processing.process(receipt.pk)
     assert calls == []
+
+
+@dataclass
+class Ship:
+    """A steps handler that is an object that cannot be hashed."""
+
+    carrier: str
+
+    def __call__(self, event):
+        event.step("ship", called(self.carrier))
+
+
+def test_a_steps_handler_that_cannot_be_hashed_runs():
+    on("github", "push", steps=True)(Ship("carrier"))
+    receipt = new_receipt()
+    assert processing.process(receipt.pk) == processing.Outcome.PROCESSED
+    assert calls == ["carrier"]
