@@ -13,7 +13,7 @@ from idempotency.shared.headers import INTENT_HEADER, MESSAGE_ID_HEADER
 
 from . import signals
 from .conf import DEBEZIUM, outbox_settings
-from .exceptions import EventInvalid, NotInTransaction
+from .exceptions import EventInvalid, NotInTransaction, OutboxConfigurationError
 from .kicks import relay_kicker
 from .models import OutboxMessage
 from .querysets import CLOCK_SKEW_ALLOWANCE
@@ -46,6 +46,10 @@ def record(
     """
     using = using or router.db_for_write(OutboxMessage)
     connection = connections[using]
+    if why := debezium_unsupported(using):
+        # Debezium mode deletes the row it inserts: with no WAL to read it
+        # from, every event would be gone without a word.
+        raise OutboxConfigurationError(why)
     if require_transaction and not connection.in_atomic_block:
         raise NotInTransaction(
             "outbox.api.record() must run inside transaction.atomic(), so the "
@@ -120,6 +124,19 @@ def _check_storable(aggregate_type, aggregate_id, event_type, payload, headers):
         storable.jsonb(headers or {}, "A header", encoder=DjangoJSONEncoder)
     except ValueError as exc:
         raise EventInvalid(f"{exc}.") from exc
+
+
+def debezium_unsupported(using: str) -> str | None:
+    """Why Debezium mode cannot capture events in ``using``, or None."""
+    connection = connections[using]
+    if outbox_settings.RELAY != DEBEZIUM or connection.vendor == "postgresql":
+        return None
+    return (
+        f"OUTBOX['RELAY'] is 'debezium', but the outbox table's database "
+        f"{using!r} is {connection.display_name}: Debezium reads PostgreSQL's "
+        "write-ahead log, and record() deletes each row it inserts, so every "
+        "event would be lost. Use PostgreSQL, or RELAY 'celery'."
+    )
 
 
 def _intent_header(unit: units.Unit | None) -> dict:

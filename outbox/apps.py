@@ -15,6 +15,7 @@ class OutboxConfig(appconfig.OnceAppConfig):
         "outbox.checks.check_publisher",
         "outbox.checks.check_destination",
         "outbox.checks.check_relays",
+        "outbox.checks.check_debezium_database",
         "outbox.checks.check_relay_kick",
         "outbox.checks.check_base_app",
     ]

@@ -3,10 +3,13 @@
 from celery import current_app
 from django.core.checks import Error, Warning
 from django.core.exceptions import ImproperlyConfigured
+from django.db import router
 
 from idempotency.shared.checks import base_app_installed, celery_broker_configured
 
+from .api import debezium_unsupported
 from .conf import CELERY, DEBEZIUM, outbox_settings
+from .models import OutboxMessage
 from .publishers import CeleryTaskPublisher, InMemoryPublisher, KombuPublisher
 from .relay import make_publisher
 
@@ -105,6 +108,19 @@ def check_relays(app_configs=None, **kwargs):
             )
         ]
     return []
+
+
+def check_debezium_database(app_configs=None, **kwargs):
+    """Debezium mode needs PostgreSQL's WAL: elsewhere record() would delete
+    every event it inserts with nothing to capture it; refuse it."""
+    try:
+        outbox_settings.merged()
+    except ImproperlyConfigured:
+        return []  # reported by check_settings
+    why = debezium_unsupported(router.db_for_write(OutboxMessage))
+    if why is None:
+        return []
+    return [Error(why, id="outbox.E011")]
 
 
 def check_test_publisher(app_configs=None, **kwargs):

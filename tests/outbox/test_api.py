@@ -8,7 +8,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from outbox.api import CLOCK_SKEW_ALLOWANCE, MESSAGE_ID_HEADER, record
-from outbox.exceptions import EventInvalid, NotInTransaction
+from outbox.exceptions import EventInvalid, NotInTransaction, OutboxConfigurationError
 from outbox.models import OutboxMessage
 from tests.testapp.models import Widget
 
@@ -139,6 +139,7 @@ def test_record_can_be_told_to_run_on_its_own():
     assert OutboxMessage.objects.count() == 1
 
 
+@pytest.mark.postgresql
 @override_settings(OUTBOX={"RELAY": "debezium"})
 def test_debezium_mode_inserts_and_deletes_in_one_transaction_never_updates():
     with CaptureQueriesContext(connection) as queries, transaction.atomic():
@@ -151,6 +152,23 @@ def test_debezium_mode_inserts_and_deletes_in_one_transaction_never_updates():
     assert "UPDATE" not in statements
     assert OutboxMessage.objects.count() == 0
     assert Widget.objects.count() == 1
+
+
+@override_settings(OUTBOX={"RELAY": "debezium"})
+def test_debezium_mode_without_postgresql_is_refused_before_anything_is_written():
+    # Debezium reads PostgreSQL's WAL: on SQLite the row record() inserts and
+    # deletes would reach no one, and every event would be lost unnoticed.
+    if connection.vendor == "postgresql":
+        pytest.skip("the refusal is for a database Debezium cannot read")
+    with (
+        pytest.raises(OutboxConfigurationError, match="Debezium reads PostgreSQL"),
+        transaction.atomic(),
+    ):
+        Widget.objects.create(name="w")
+        record("widget", 1, "widget.created", {"a": 1})
+
+    assert Widget.objects.count() == 0
+    assert OutboxMessage.objects.count() == 0
 
 
 def test_the_commit_kicks_the_relay_once(monkeypatch, sent, eager_celery):

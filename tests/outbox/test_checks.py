@@ -1,6 +1,7 @@
 """One test per system check id of the outbox."""
 
 import pytest
+from django.db import connection
 from django.test.utils import override_settings
 from kombu import Queue
 
@@ -18,6 +19,7 @@ def all_checks():
         *checks.check_publisher(),
         *checks.check_destination(),
         *checks.check_relays(),
+        *checks.check_debezium_database(),
     ]
 
 
@@ -241,3 +243,11 @@ def test_e010_check_deploy_names_the_in_memory_publisher():
     broker = {"PUBLISHER": "outbox.publishers.KombuPublisher"}
     with override_settings(OUTBOX=broker):
         assert "outbox.E010" not in deploy_check_ids()
+
+
+def test_e011_debezium_mode_needs_postgresql():
+    assert ids(checks.check_debezium_database()) == []  # the Celery relay
+    with override_settings(OUTBOX={"RELAY": "debezium"}):
+        found = ids(checks.check_debezium_database())
+    # SQLite has no WAL for Debezium: every event record() deletes is lost.
+    assert found == ([] if connection.vendor == "postgresql" else ["outbox.E011"])

@@ -361,6 +361,8 @@ def test_a_request_without_a_key_where_one_is_optional_adds_nothing(
     assert idempotency_attributes(span) == {}
 
 
+# Debezium mode needs PostgreSQL: record() refuses it elsewhere.
+@pytest.mark.postgresql
 def test_in_debezium_mode_record_writes_the_routers_tracing_column(
     spans, request_span, settings
 ):
