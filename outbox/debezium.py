@@ -13,7 +13,7 @@ def connector_config(
     """Return the Kafka Connect JSON that streams ``outbox_message`` via CDC."""
     using = using or router.db_for_write(OutboxMessage)
     db = connections[using].settings_dict
-    table = f"public.{OutboxMessage._meta.db_table}"
+    table = f"{_schema(using)}.{OutboxMessage._meta.db_table}"
     return {
         "name": name,
         "config": {
@@ -62,3 +62,20 @@ def connector_config(
             "value.converter.schemas.enable": "false",
         },
     }
+
+
+def _schema(using: str) -> str:
+    """The schema the outbox table is in, as the connection's search_path
+    finds it: not always "public" (PostgreSQL 15 lets no role create there,
+    and a role's own schema, "$user", comes first on the default path)."""
+    connection = connections[using]
+    table = connection.ops.quote_name(OutboxMessage._meta.db_table)
+    with connection.cursor() as cursor:
+        # Not migrated yet: the schema migrate would create it in.
+        cursor.execute(
+            "SELECT COALESCE((SELECT n.nspname FROM pg_class c JOIN pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE c.oid = to_regclass(%s)), "
+            "current_schema())",
+            [table],
+        )
+        return cursor.fetchone()[0]

@@ -6,6 +6,11 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
+
+# The connector reads PostgreSQL's WAL; the command asks the database where
+# the table is.
+pytestmark = [pytest.mark.django_db, pytest.mark.postgresql]
 
 
 def test_the_command_prints_the_connector_and_event_router_config():
@@ -59,3 +64,24 @@ def test_the_router_reads_the_trace_context_from_the_column_record_writes():
 def test_an_unknown_database_alias_is_refused_naming_the_configured_ones():
     with pytest.raises(CommandError, match=r"invalid choice: 'nope'.*'default'"):
         call_command("outbox_debezium_config", "--database", "nope")
+
+
+def test_the_connector_names_the_schema_the_table_is_in():
+    # PostgreSQL 15 lets no role create in "public": a role's own schema,
+    # first on the default search_path ("$user"), then holds the tables, and
+    # a connector capturing public.outbox_message would capture nothing.
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE SCHEMA once_shop")
+        cursor.execute(
+            "CREATE TABLE once_shop.outbox_message (LIKE public.outbox_message)"
+        )
+        cursor.execute("SET search_path TO once_shop, public")
+    try:
+        out = StringIO()
+        call_command("outbox_debezium_config", stdout=out)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET search_path")
+
+    c = json.loads(out.getvalue())["config"]
+    assert c["table.include.list"] == "once_shop.outbox_message"
