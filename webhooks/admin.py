@@ -21,7 +21,7 @@ from . import signals, sources
 from .conf import webhooks_settings
 from .exceptions import REASONS, SourceMisconfigured
 from .models import WebhookReceipt, WebhookRejection
-from .verifiers.base import EARLIEST_EVENT_TIME, LATEST_EVENT_TIME
+from .verifiers.base import EARLIEST_EVENT_TIME, LATEST_EVENT_TIME, stored_event_time
 
 State = WebhookReceipt.State
 
@@ -163,7 +163,10 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
             .annotate(
                 occurred_at_readable=Case(
                     When(
-                        occurred_at__range=(EARLIEST_EVENT_TIME, LATEST_EVENT_TIME),
+                        occurred_at__range=(
+                            stored_event_time(EARLIEST_EVENT_TIME),
+                            stored_event_time(LATEST_EVENT_TIME),
+                        ),
                         then=F("occurred_at"),
                     ),
                     default=None,

@@ -7,6 +7,7 @@ from django.db import connections, models
 from idempotency.shared.inserts import insert_or_update, insert_shape
 
 from .sources import checked_retention
+from .verifiers.base import stored_event_time
 
 if TYPE_CHECKING:  # the models import these querysets
     from .models import WebhookReceipt, WebhookRejection  # noqa: F401 (named in QuerySet[...])
@@ -76,7 +77,7 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
             "source": source,
             "delivery_id": delivery.delivery_id,
             "event_type": delivery.event_type,
-            "occurred_at": delivery.occurred_at,
+            "occurred_at": stored_event_time(delivery.occurred_at),
             "headers": headers,
             "body": body,
             "body_sha256": body_sha256,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from django.contrib.auth.models import Permission
 from django.db import connection
-from django.test import Client
+from django.test import Client, override_settings
 from django.utils import timezone as django_timezone
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -114,6 +114,20 @@ def test_a_stripe_created_a_receipt_cannot_keep_is_400_and_stores_nothing(create
 def test_event_times_a_receipt_can_keep_are_stored_and_read_back(timestamp, stored):
     assert post_standard(timestamp).status_code == 202
     assert WebhookReceipt.objects.get().occurred_at == stored
+
+
+# Django keeps naive datetimes in TIME_ZONE then, and SQLite refuses an aware
+# one: every timed delivery answered 500, and the console's list too.
+WITHOUT_USE_TZ = override_settings(USE_TZ=False, TIME_ZONE="America/New_York")
+
+
+@WITHOUT_USE_TZ
+def test_without_use_tz_an_event_time_is_kept_in_the_projects_time_zone():
+    assert post_standard("2026-01-01T12:00:00Z").status_code == 202
+    assert post_stripe(1767268800, "evt_2").status_code == 202  # the same time
+
+    stored = WebhookReceipt.objects.order_by("pk").values_list("occurred_at", flat=True)
+    assert list(stored) == [datetime(2026, 1, 1, 7)] * 2
 
 
 def test_a_refused_event_time_leaves_the_source_working():
@@ -291,6 +305,26 @@ def operator(make_user):
     user = make_user("operator", is_staff=True)
     user.user_permissions.add(Permission.objects.get(codename="view_webhookreceipt"))
     return user
+
+
+@WITHOUT_USE_TZ
+def test_without_use_tz_the_console_lists_and_shows_a_timed_receipt(client, operator):
+    receipt = WebhookReceipt.objects.create(
+        source="standard",
+        delivery_id="evt_1",
+        event_type="thing.happened",
+        occurred_at=datetime(2026, 1, 1, 7),
+        body=standard_body("2026-01-01T12:00:00Z"),
+        received_at=django_timezone.now(),
+    )
+    client.force_login(operator)
+
+    listed = client.get("/admin/webhooks/webhookreceipt/")
+    shown = client.get(f"/admin/webhooks/webhookreceipt/{receipt.pk}/change/")
+
+    assert listed.status_code == 200
+    assert shown.status_code == 200
+    assert "evt_1" in listed.content.decode()
 
 
 @pytest.mark.postgresql

@@ -8,7 +8,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
 
 from idempotency.shared import clock
 
@@ -285,3 +287,12 @@ def event_time(moment: datetime) -> datetime:
     if not EARLIEST_EVENT_TIME <= moment <= LATEST_EVENT_TIME:
         raise VerificationFailed(MALFORMED_BODY, "event time out of range")
     return moment
+
+
+def stored_event_time(moment: datetime | None) -> datetime | None:
+    """An event time as the database takes it: aware under ``USE_TZ``, else
+    naive in ``TIME_ZONE``, as Django keeps every datetime then (SQLite
+    refuses an aware one, so every timed delivery would answer 500)."""
+    if moment is None or settings.USE_TZ:
+        return moment
+    return timezone.make_naive(moment, timezone.get_default_timezone())
