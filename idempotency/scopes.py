@@ -1,10 +1,15 @@
 """Scope resolvers: whose key is it?"""
 
+import hashlib
+
 ANONYMOUS = "anonymous"
+# The size of IdempotencyRecord.scope.
+MAX_SCOPE_LENGTH = 255
 
 
 def default_scope(request) -> str | None:
-    """Return ``user:<pk>`` for an authenticated user, ``None`` otherwise.
+    """Return ``user:<pk>`` for an authenticated user, ``None`` otherwise
+    (``user-sha256:<digest of pk>`` for a primary key too long for the scope).
 
     Point ``IDEMPOTENCY["SCOPE_RESOLVER"]`` at your own function to scope by
     tenant, API client or account instead. It must return a non-empty name
@@ -15,6 +20,13 @@ def default_scope(request) -> str | None:
     for many principals would replay one's stored answers to another.
     """
     user = getattr(request, "user", None)
-    if user is not None and user.is_authenticated:
-        return f"user:{user.pk}"
-    return None
+    if user is None or not user.is_authenticated:
+        return None
+    scope = f"user:{user.pk}"
+    if len(scope) > MAX_SCOPE_LENGTH:
+        # A text primary key too long for the column (an email address can
+        # have 254 characters) is named by its digest; the other prefix
+        # keeps it apart from every short key's scope.
+        digest = hashlib.sha256(str(user.pk).encode()).hexdigest()
+        scope = f"user-sha256:{digest}"
+    return scope

@@ -6,6 +6,7 @@ The projects here keep ``startproject``'s SQLite database, as a staging
 server copied from a tutorial would.
 """
 
+import base64
 import json
 import sqlite3
 import uuid
@@ -15,6 +16,7 @@ import pytest
 
 from .project import (
     APP,
+    PASSWORD,
     PROJECT,
     Project,
     api_headers,
@@ -86,3 +88,80 @@ def test_the_running_server_refuses_an_event_debezium_would_never_see(
     assert answer.status == 500, answer.body.decode()[:2000]
     assert "OUTBOX['RELAY'] is 'debezium'" in server.log(), server.tail()
     assert sqlite_value(project, f"SELECT count(*) FROM {APP}_order") == 0
+
+
+# A custom user model whose primary key is the email address: text, up to
+# EmailField's 254 characters.
+ACCOUNTS_MODELS = """\
+from django.contrib.auth.models import AbstractBaseUser, BaseUserManager
+from django.db import models
+
+
+class UserManager(BaseUserManager):
+    def create_superuser(self, email, password=None, **extra):
+        user = self.model(email=email, is_staff=True, **extra)
+        user.set_password(password)
+        user.save()
+        return user
+
+
+class User(AbstractBaseUser):
+    email = models.EmailField(primary_key=True)
+    is_staff = models.BooleanField(default=False)
+
+    USERNAME_FIELD = "email"
+    objects = UserManager()
+"""
+
+# Legal (a 64-character local part, labels of at most 63), and as long as
+# EmailField takes.
+LONG_EMAIL = "a" * 64 + "@" + ".".join(["b" * 61] * 3) + ".com"
+
+
+@pytest.fixture(scope="module")
+def email_users(venv, adopter_workdir):
+    """Keys on SQLite, with a custom user model keyed by email address."""
+    project = Project(adopter_workdir / "email-users", venv)
+    project.drop_admin_and_sessions()
+    project.manage("startapp", "accounts")
+    project.write("accounts/models.py", ACCOUNTS_MODELS)
+    project.append(
+        f"{PROJECT}/settings.py",
+        'INSTALLED_APPS += ["accounts"]\nAUTH_USER_MODEL = "accounts.User"\n',
+    )
+    project.use("settings-keys", "models", "views-keys", "urls-app")
+    project.write(f"{PROJECT}/urls.py", URLS)
+    project.manage("makemigrations", "accounts", APP)
+    project.manage("migrate")
+    return project
+
+
+def test_a_string_primary_key_needs_no_migration_of_ours(email_users):
+    checked = email_users.manage("makemigrations", "--check", "--dry-run")
+    assert "No changes detected" in checked.stdout, checked.stdout
+
+
+def test_a_user_whose_key_is_a_long_email_gets_keyed_requests_replayed(email_users):
+    assert len(LONG_EMAIL) == 254
+    project = email_users
+    project.manage(
+        "createsuperuser",
+        "--noinput",
+        f"--email={LONG_EMAIL}",
+        env={"DJANGO_SUPERUSER_PASSWORD": PASSWORD},
+    )
+    token = base64.b64encode(f"{LONG_EMAIL}:{PASSWORD}".encode()).decode()
+    headers = {
+        **api_headers(key=f"order-{uuid.uuid4()}"),
+        "Authorization": f"Basic {token}",
+    }
+    body = json.dumps({"sku": "BOOK-1", "quantity": 1}).encode()
+    with server_without_checks(project) as server:
+        first = post(f"{server.url}/api/orders/", body, headers)
+        second = post(f"{server.url}/api/orders/", body, headers)
+
+    assert first.status == 201, first.body.decode()[:2000]
+    assert second.status == 201, second.body.decode()[:2000]
+    assert second.headers.get("Idempotent-Replayed") == "true"
+    assert second.body == first.body
+    assert sqlite_value(project, f"SELECT count(*) FROM {APP}_order") == 1
