@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
+
 from idempotency.shared import clock
 
 from .. import sources
@@ -81,10 +83,15 @@ def sign(
     as they are. ``occurred_at`` defaults to now, on the apps' clock.
     """
     verifier = signer(source)
+    occurred_at = occurred_at or clock.now()
+    if timezone.is_naive(occurred_at):
+        # Without USE_TZ, the clock's and the project's datetimes are naive,
+        # in TIME_ZONE; a provider's payload says which instant that is.
+        occurred_at = timezone.make_aware(occurred_at, timezone.get_default_timezone())
     delivery = Delivery(
         delivery_id=delivery_id or f"once-{uuid.uuid4().hex}",
         event_type=event_type,
-        occurred_at=occurred_at or clock.now(),
+        occurred_at=occurred_at,
     )
     payload = _body(verifier, body, delivery)
     # Signed now, whenever the event happened: a retry is signed anew.

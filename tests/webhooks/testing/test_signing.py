@@ -2,11 +2,13 @@
 the providers' own libraries verify them."""
 
 import json
+from datetime import datetime
 
 import pytest
 import standardwebhooks
 import stripe
 
+from webhooks.models import WebhookReceipt
 from webhooks.testing.signing import CannotSign, sign, verifier_kind
 from webhooks.verifiers.base import BaseVerifier, Delivery
 
@@ -48,6 +50,25 @@ def test_the_intake_accepts_what_the_kit_signs(client, source):
 
     assert answer.status_code == 202, answer.content
     assert answer.json()["delivery_id"] == delivery.delivery_id
+
+
+@pytest.mark.parametrize("source", ["kit-stripe", "kit-standard"])
+def test_without_use_tz_the_kit_signs_the_projects_local_time(client, settings, source):
+    settings.USE_TZ = False
+    settings.TIME_ZONE = "America/New_York"
+    # Naive, in TIME_ZONE: how the project's own datetimes are then.
+    occurred_at = datetime(2026, 1, 1, 7)
+    delivery = sign(source, {"data": {}}, event_type="a.b", occurred_at=occurred_at)
+
+    answer = client.post(
+        f"/webhooks/{source}/",
+        delivery.body,
+        content_type=delivery.content_type,
+        headers=delivery.headers,
+    )
+
+    assert answer.status_code == 202, answer.content
+    assert WebhookReceipt.objects.get().occurred_at == occurred_at
 
 
 def test_a_stripe_delivery_verifies_with_stripes_library():
