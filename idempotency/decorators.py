@@ -1,4 +1,5 @@
-"""``@idempotent`` for function views, ``@api_view`` functions and APIView methods."""
+"""``@idempotent`` for function views, ``@api_view`` functions and the methods
+of class-based views (DRF's APIView, Django's View)."""
 
 import inspect
 from collections.abc import Callable, Iterable
@@ -57,13 +58,9 @@ def idempotent(
 
         @wraps(view_func)
         def wrapper(*args, **kwargs):
-            if isinstance(args[0], HttpRequest | Request):
-                request, rest = args[0], args[1:]
-                view = rendering.drf_view_of(request)
-                handler = view_func
-            else:
-                view, request, rest = args[0], args[1], args[2:]
-                handler = partial(view_func, view)
+            request, rest, handler = _request_and_handler(view_func, args)
+            # An APIView's (or @api_view's) request is DRF's: it names the view.
+            view = rendering.drf_view_of(request)
             if view is None:
                 produce = rendering.django_producer(handler, request, rest, kwargs)
             else:
@@ -104,6 +101,17 @@ def _api_view_function(handler):
     return inspect.getclosurevars(handler).nonlocals.get("func")
 
 
+def _request_and_handler(view_func, args):
+    """Split a view's arguments into its request, the rest, and the handler.
+
+    A function view gets the request first; a class-based view's method
+    (DRF's APIView or Django's own View) gets its view first.
+    """
+    if isinstance(args[0], HttpRequest | Request):
+        return args[0], args[1:], view_func
+    return args[1], args[2:], partial(view_func, args[0])
+
+
 def _async_view(view_func, policy):
     """Guard an ``async def`` function view.
 
@@ -116,9 +124,10 @@ def _async_view(view_func, policy):
     """
 
     @wraps(view_func)
-    async def wrapper(request, *args, **kwargs):
-        view = async_to_sync(view_func)
-        produce = rendering.django_producer(view, request, args, kwargs)
+    async def wrapper(*args, **kwargs):
+        request, rest, handler = _request_and_handler(view_func, args)
+        view = async_to_sync(handler)
+        produce = rendering.django_producer(view, request, rest, kwargs)
         guarded = sync_to_async(claims.execute, thread_sensitive=True)
         return await guarded(request, policy, produce)
 

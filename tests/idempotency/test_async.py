@@ -44,6 +44,25 @@ def test_the_first_request_runs_once_and_the_retry_replays(user):
     assert IdempotencyRecord.objects.get().state == "completed"
 
 
+def test_an_async_method_of_a_django_class_based_view_is_guarded(user):
+    client = session_of(user)
+
+    def send_to_class():
+        return async_to_sync(client.post)(
+            "/t/async-class/",
+            {"name": "a"},
+            content_type="application/json",
+            headers={"Idempotency-Key": "k"},
+        )
+
+    first, retry = send_to_class(), send_to_class()
+
+    assert first.status_code == retry.status_code == 201
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry.content == first.content
+    assert Widget.objects.count() == 1
+
+
 def test_the_views_writes_share_the_claims_transaction(user):
     """The view's ORM calls run on the claim's thread, in its transaction:
     its failure rolls its write back and records the failed attempt."""

@@ -58,6 +58,20 @@ def test_plain_django_view_is_guarded(user, client):
     assert Widget.objects.count() == 1
 
 
+def test_plain_django_class_based_view_method_is_guarded(user, client):
+    """A Django View's method gets the view first, like an APIView's, but
+    is not DRF's: it is run and answered as a plain Django view."""
+    client.force_login(user)
+    kwargs = {"content_type": "application/json", "headers": {"Idempotency-Key": "k"}}
+    first = client.post("/t/plain-class/", '{"name": "a"}', **kwargs)
+    retry = client.post("/t/plain-class/", '{"name": "a"}', **kwargs)
+
+    assert first.status_code == retry.status_code == 201
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry.content == first.content
+    assert Widget.objects.count() == 1
+
+
 def test_decorator_outside_api_view_is_refused_at_import_time():
     @api_view(["POST"])
     def view(request):

@@ -35,6 +35,8 @@ urlpatterns = [
     path("t/method/", views.DecoratedMethodView.as_view()),
     path("t/function/", views.decorated_api_view),
     path("t/plain/", views.plain_django_view),
+    path("t/plain-class/", views.PlainClassView.as_view()),
+    path("t/async-class/", views.AsyncPlainClassView.as_view()),
     path("t/redirect/", views.redirecting_view),
     path("t/redirect-lease/", views.redirecting_lease_view),
     path("t/page/", views.csrf_page_view),

@@ -12,7 +12,9 @@ from django.http import (
     StreamingHttpResponse,
 )
 from django.template import engines
+from django.utils.decorators import method_decorator
 from django.utils.timezone import now
+from django.views import View
 from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 from django.views.decorators.vary import vary_on_cookie
 from rest_framework import permissions, serializers, status, throttling, viewsets
@@ -241,6 +243,23 @@ def plain_django_view(request):
 
 def _create_widget(request):
     return Widget.objects.create(name=json.loads(request.body)["name"])
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class PlainClassView(View):
+    """A Django class-based view (not DRF) with a guarded method."""
+
+    @idempotent("widget.plain-class")
+    def post(self, request):
+        return JsonResponse({"id": _create_widget(request).pk}, status=201)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class AsyncPlainClassView(View):
+    @idempotent("widget.async-class")
+    async def post(self, request):
+        widget = await Widget.objects.acreate(name=json.loads(request.body)["name"])
+        return JsonResponse({"id": widget.pk}, status=201)
 
 
 @csrf_exempt
