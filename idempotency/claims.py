@@ -46,6 +46,10 @@ ATOMIC = "atomic"
 LEASE = "lease"
 STEPS = "steps"
 MODES = (ATOMIC, LEASE, STEPS)
+# Safe methods (RFC 9110) change nothing, so a key means nothing on them (as
+# at Stripe): a view or action that also serves its form or its result on GET
+# answers them unguarded, instead of refusing them without a key.
+UNGUARDED_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 # How often a lease-mode duplicate re-reads the record while it waits.
 POLL_INTERVAL = 0.05
 # idempotency.outcome on the server span, beside the problem types of refusals.

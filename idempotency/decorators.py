@@ -59,6 +59,8 @@ def idempotent(
         @wraps(view_func)
         def wrapper(*args, **kwargs):
             request, rest, handler = _request_and_handler(view_func, args)
+            if request.method in claims.UNGUARDED_METHODS:
+                return handler(request, *rest, **kwargs)
             # An APIView's (or @api_view's) request is DRF's: it names the view.
             view = rendering.drf_view_of(request)
             if view is None:
@@ -126,6 +128,8 @@ def _async_view(view_func, policy):
     @wraps(view_func)
     async def wrapper(*args, **kwargs):
         request, rest, handler = _request_and_handler(view_func, args)
+        if request.method in claims.UNGUARDED_METHODS:
+            return await handler(request, *rest, **kwargs)
         view = async_to_sync(handler)
         produce = rendering.django_producer(view, request, rest, kwargs)
         guarded = sync_to_async(claims.execute, thread_sensitive=True)

@@ -92,7 +92,11 @@ class IdempotencyMixin(_ViewBase):
         method = request.method.lower()
         action = action_name(self, method)
         handler = getattr(self, method, None)
-        guarded = handler is not None and action in self.get_idempotent_actions()
+        guarded = (
+            handler is not None
+            and request.method not in claims.UNGUARDED_METHODS
+            and action in self.get_idempotent_actions()
+        )
         if guarded and iscoroutinefunction(handler):
             # Refused before DRF's own checks, which fail in an async view.
             raise IdempotencyConfigurationError(

@@ -10,7 +10,7 @@ from drf_spectacular import openapi as spectacular
 from drf_spectacular.plumbing import ResolvedComponent, get_doc
 
 from . import keys, responses
-from .claims import Policy
+from .claims import UNGUARDED_METHODS, Policy
 from .conf import idempotency_settings
 from .decorators import view_policy
 from .mixins import IdempotencyMixin, action_name
@@ -46,6 +46,8 @@ PROBLEM_SCHEMA = {
 
 
 def _policy_for(view, method: str) -> Policy | None:
+    if method.upper() in UNGUARDED_METHODS:
+        return None  # neither the mixin nor @idempotent guards safe methods
     action = action_name(view, method)
     # The same decision IdempotencyMixin.initial() takes at request time.
     if isinstance(view, IdempotencyMixin) and action in view.get_idempotent_actions():

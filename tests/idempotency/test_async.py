@@ -63,6 +63,19 @@ def test_an_async_method_of_a_django_class_based_view_is_guarded(user):
     assert Widget.objects.count() == 1
 
 
+@pytest.mark.parametrize("key", [None, "k"])
+def test_a_safe_method_passes_through_unguarded(user, key):
+    client = session_of(user)
+    send(client)
+    headers = {} if key is None else {"Idempotency-Key": key}
+
+    read = async_to_sync(client.get)("/t/async/", headers=headers)
+
+    assert read.status_code == 200
+    assert read.json() == {"count": 1}
+    assert IdempotencyRecord.objects.count() == 1  # the POST's
+
+
 def test_the_views_writes_share_the_claims_transaction(user):
     """The view's ORM calls run on the claim's thread, in its transaction:
     its failure rolls its write back and records the failed attempt."""

@@ -72,6 +72,37 @@ def test_plain_django_class_based_view_method_is_guarded(user, client):
     assert Widget.objects.count() == 1
 
 
+@pytest.mark.parametrize("method", ["get", "head", "options", "trace"])
+@pytest.mark.parametrize("key", [None, "k"])
+def test_safe_methods_pass_through_a_decorated_view_untouched(
+    user, client, method, key
+):
+    """A key means nothing on a safe method (as at Stripe): the view answers
+    it as if undecorated, with or without a key, and nothing is stored."""
+    client.force_login(user)
+    headers = {} if key is None else {"Idempotency-Key": key}
+    answer = getattr(client, method)("/t/plain/", headers=headers)
+
+    assert answer.status_code == 405  # the view's own answer to anything but POST
+    assert not answer.has_header("Idempotent-Replayed")
+    assert not IdempotencyRecord.objects.exists()
+
+
+@pytest.mark.parametrize("key", [None, "k"])
+def test_an_api_view_serving_get_answers_it_without_a_key(api, key):
+    url = "/t/function-reads/"
+    api.post(url, {"name": "a"}, key="k")
+    headers = {} if key is None else {"Idempotency-Key": key}
+
+    first, second = api.get(url, **headers), api.get(url, **headers)
+    api.post(url, {"name": "b"}, key="k2")
+
+    assert first.status_code == second.status_code == 200
+    assert first.json() == second.json() == {"count": 1}
+    assert api.get(url, **headers).json() == {"count": 2}
+    assert IdempotencyRecord.objects.count() == 2  # the two POSTs'
+
+
 def test_decorator_outside_api_view_is_refused_at_import_time():
     @api_view(["POST"])
     def view(request):

@@ -186,6 +186,25 @@ def test_reads_are_not_guarded(api):
     assert IdempotencyRecord.objects.count() == 0
 
 
+@pytest.mark.parametrize("key", [None, "k"])
+def test_a_guarded_action_answers_its_safe_methods_unguarded(api, key):
+    """An action listed in idempotent_actions that also serves GET answers
+    GET and HEAD with or without a key, and stores nothing for them."""
+    widget = Widget.objects.create(name="a")
+    url = f"/t/confirming/{widget.pk}/confirm/"
+    headers = {} if key is None else {"Idempotency-Key": key}
+
+    read = api.get(url, **headers)
+    head = api.client.head(url, headers={"Authorization": api.auth, **headers})
+    assert read.status_code == head.status_code == 200
+    assert read.json() == {"name": "a"}
+    assert IdempotencyRecord.objects.count() == 0
+    # Its POST is still guarded.
+    assert api.post(url, {}).status_code == 400
+    assert api.post(url, {}, key="k2").status_code == 201
+    assert api.post(url, {}, key="k2")["Idempotent-Replayed"] == "true"
+
+
 def test_a_request_failing_validation_is_not_saved_and_the_corrected_retry_runs(api):
     invalid = api.post("/t/widgets/", {"nome": "typo"}, key="k1")
     assert invalid.status_code == 400

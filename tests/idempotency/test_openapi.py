@@ -87,6 +87,7 @@ def assert_undocumented(operation):
         "/t/charge/",  # APIView with the mixin, lease mode
         "/t/method/",  # @idempotent on an APIView method
         "/t/function/",  # @idempotent below @api_view
+        "/t/confirming/{id}/confirm/",  # an action serving GET and POST
     ],
 )
 def test_guarded_post_documents_the_contract(schema, url):
@@ -106,6 +107,8 @@ def test_optional_key_is_documented_as_not_required(schema):
         ("/t/widgets/{id}/", "put"),
         ("/t/widgets/{id}/", "patch"),
         ("/t/widgets/{id}/", "delete"),
+        ("/t/function-reads/", "get"),  # @idempotent lets safe methods through
+        ("/t/confirming/{id}/confirm/", "get"),  # so does the mixin
     ],
 )
 def test_unguarded_actions_document_nothing(schema, url, method):

@@ -16,6 +16,7 @@ router.register("stamped", views.StampedWidgetViewSet, basename="stamped")
 router.register("anonymous", views.AnonymousWidgetViewSet, basename="anonymous")
 router.register("closed", views.ClosedAnonymousWidgetViewSet, basename="closed")
 router.register("optional", views.OptionalKeyWidgetViewSet, basename="optional")
+router.register("confirming", views.ConfirmingWidgetViewSet, basename="confirming")
 router.register("async-create", views.AsyncCreateViewSet, basename="async-create")
 
 urlpatterns = [
@@ -34,6 +35,7 @@ urlpatterns = [
     path("t/cookie/", views.CookieSettingView.as_view()),
     path("t/method/", views.DecoratedMethodView.as_view()),
     path("t/function/", views.decorated_api_view),
+    path("t/function-reads/", views.decorated_api_view_with_reads),
     path("t/plain/", views.plain_django_view),
     path("t/plain-class/", views.PlainClassView.as_view()),
     path("t/async-class/", views.AsyncPlainClassView.as_view()),

@@ -18,7 +18,7 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 from django.views.decorators.vary import vary_on_cookie
 from rest_framework import permissions, serializers, status, throttling, viewsets
-from rest_framework.decorators import api_view, permission_classes
+from rest_framework.decorators import action, api_view, permission_classes
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -133,6 +133,21 @@ class OptionalKeyWidgetViewSet(WidgetViewSet):
     idempotency_required = False
 
 
+class ConfirmingWidgetViewSet(WidgetViewSet):
+    """An action serving GET (what would be confirmed) and POST (confirm)."""
+
+    idempotency_operation = "widget.confirm"
+    idempotent_actions = ("create", "confirm")
+
+    @action(detail=True, methods=["get", "post"])
+    def confirm(self, request, pk=None):
+        widget = self.get_object()
+        if request.method in permissions.SAFE_METHODS:
+            return Response({"name": widget.name})
+        confirmation = Widget.objects.create(name=f"confirmed {widget.name}")
+        return Response({"id": confirmation.pk}, status=status.HTTP_201_CREATED)
+
+
 class ChargeSerializer(serializers.Serializer):
     amount = serializers.IntegerField(min_value=1, default=500)
 
@@ -201,6 +216,15 @@ def decorated_api_view(request):
     return Response({"id": widget.pk}, status=status.HTTP_201_CREATED)
 
 
+@api_view(["GET", "POST"])
+@idempotent("widget.function.reads")
+def decorated_api_view_with_reads(request):
+    if request.method in permissions.SAFE_METHODS:  # @idempotent lets it through
+        return Response({"count": Widget.objects.count()})
+    widget = Widget.objects.create(name=request.data["name"])
+    return Response({"id": widget.pk}, status=status.HTTP_201_CREATED)
+
+
 # Tests set this to an async callable the async view awaits after its write.
 async_view_pause = None
 
@@ -208,6 +232,8 @@ async_view_pause = None
 @csrf_exempt
 @idempotent("widget.async")
 async def async_view(request):
+    if request.method == "GET":  # safe: @idempotent lets it through
+        return JsonResponse({"count": await Widget.objects.acount()})
     widget = await Widget.objects.acreate(name=json.loads(request.body)["name"])
     if async_view_pause is not None:
         await async_view_pause()
