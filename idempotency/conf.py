@@ -21,6 +21,8 @@ from .shared.settings import (
 )
 
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+# What every server in front of Django passes on (nginx's ignore_invalid_headers).
+_PASSES_SERVERS = re.compile(r"^[0-9A-Za-z-]+$")
 # Response headers never stored or replayed: they belong to one session.
 NEVER_REPLAYED = frozenset({"set-cookie"})
 
@@ -30,6 +32,15 @@ def header_name(value) -> str:
         raise InvalidSetting(
             f"is not a valid header name: {show(value)}.",
             "Use a token such as 'Idempotency-Key'.",
+        )
+    if not _PASSES_SERVERS.match(value):
+        # nginx drops a header named with anything else, runserver and gunicorn
+        # one with an underscore, and Django names any it gets with dashes: the
+        # key would never be read, and an optional key would leave every
+        # request unguarded.
+        raise InvalidSetting(
+            f"has characters servers drop: {show(value)}.",
+            "Use letters, digits and dashes only, as in 'Idempotency-Key'.",
         )
     return value
 
@@ -101,7 +112,8 @@ idempotency_settings = AppSettings(
             "Idempotency-Key",
             header_name,
             "idempotency.E002",
-            doc="Request header carrying the key (IETF draft name).",
+            doc="Request header carrying the key (IETF draft name): letters, "
+            "digits and dashes only, as servers drop other names.",
         ),
         "TTL": Option(
             timedelta(hours=24),

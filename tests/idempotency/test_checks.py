@@ -25,6 +25,8 @@ def test_defaults_pass(settings):
         ({"TIMEOUT": 3}, "idempotency.E001"),
         (["TTL"], "idempotency.E001"),
         ({"HEADER": "Idempotency Key"}, "idempotency.E002"),
+        ({"HEADER": "Idempotency_Key"}, "idempotency.E002"),
+        ({"HEADER": "Idempotency.Key"}, "idempotency.E002"),
         ({"TTL": 0}, "idempotency.E003"),
         ({"TTL": timedelta(seconds=-1)}, "idempotency.E003"),
         ({"TTL": float("inf")}, "idempotency.E003"),

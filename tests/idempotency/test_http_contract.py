@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from idempotency.models import IdempotencyRecord
 from tests.testapp import views
@@ -377,3 +378,15 @@ def test_configured_header_name_is_read(api, settings):
 
     assert first.status_code == 201
     assert second["Idempotent-Replayed"] == "true"
+
+
+def test_a_header_name_no_request_can_carry_is_refused_at_first_use(api, settings):
+    """Servers drop a header whose name has an underscore, and Django names
+    the ones it gets with dashes: such a key is never read, and a view taking
+    an optional key would run every retry again."""
+    settings.IDEMPOTENCY = {"HEADER": "Idempotency_Key"}
+    for _attempt in range(2):
+        with pytest.raises(ImproperlyConfigured, match="servers drop"):
+            api.post("/t/optional/", {"name": "a"}, **{"Idempotency_Key": "k"})
+
+    assert Widget.objects.count() == 0
