@@ -82,17 +82,30 @@ def _served_policies() -> Iterator[Any]:
     """The policy of every ``@idempotent`` view or handler the URLconf serves."""
     from .decorators import view_policy
 
+    seen = set()
     for view in _served_views():
-        cls = getattr(view, "cls", None)  # a DRF view: its handlers
-        handlers = [view] if cls is None else _handlers(cls)
-        for handler in handlers:
+        for handler in _view_handlers(view):
             policy = view_policy(handler)
-            if policy is not None:
+            # One handler may serve several methods (an @api_view's): once.
+            if policy is not None and id(policy) not in seen:
+                seen.add(id(policy))
                 yield policy
 
 
-def _handlers(cls) -> list:
-    return [getattr(cls, name, None) for name in cls.http_method_names]
+def _view_handlers(view) -> list:
+    """What serves a URLconf view's requests: the function itself, or its
+    class's handlers (DRF's views and Django's own class-based views alike),
+    a viewset's actions included."""
+    cls = getattr(view, "view_class", None)
+    if cls is None:
+        return [view]
+    actions = getattr(view, "actions", None) or {}  # a viewset's: method -> action
+    return _handlers(cls, actions.values())
+
+
+def _handlers(cls, actions=()) -> list:
+    names = dict.fromkeys([*cls.http_method_names, *actions])
+    return [getattr(cls, name, None) for name in names]
 
 
 def check_atomic_requests(app_configs=None, **kwargs):
@@ -125,15 +138,14 @@ def _runs_steps(view) -> bool:
     cls = getattr(view, "cls", None)
     if cls is not None and issubclass(cls, IdempotencyMixin):
         return cls.idempotency_mode == STEPS
-    handlers = [view] if cls is None else _handlers(cls)
     return any(
         (policy := view_policy(handler)) is not None and policy.mode == STEPS
-        for handler in handlers
+        for handler in _view_handlers(view)
     )
 
 
 def _view_name(view) -> str:
-    named = getattr(view, "cls", view)
+    named = getattr(view, "view_class", view)
     return f"{named.__module__}.{named.__qualname__}"
 
 

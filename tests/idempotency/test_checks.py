@@ -103,6 +103,19 @@ def test_a_views_ttl_shorter_than_lease_plus_wait_is_an_error(settings):
     assert "The ttl of 'widget.function' is 60 s" in error.msg
 
 
+@pytest.mark.parametrize(
+    "operation",
+    [
+        "widget.plain-class",  # a method of Django's own class-based View
+        "widget.function.reads",  # an @api_view serving GET and POST
+    ],
+)
+def test_each_decorated_views_ttl_is_checked_once(settings, operation):
+    settings.IDEMPOTENCY = {"TTL": 3600, "LEASE": 120}
+    [error] = [e for e in check_ttls() if f"'{operation}'" in e.msg]
+    assert error.id == "idempotency.E013"
+
+
 def test_a_steps_views_ttl_longer_than_unit_retention_is_an_error(
     settings, monkeypatch
 ):
@@ -169,6 +182,21 @@ def test_a_steps_view_under_atomic_requests_is_an_error(monkeypatch):
     assert error.id == "idempotency.E015"
     assert "PaymentView runs its steps inside ATOMIC_REQUESTS" in error.msg
     assert "non_atomic_requests" in error.hint
+
+
+def test_a_steps_method_of_a_django_class_based_view_is_found(monkeypatch):
+    from dataclasses import replace
+
+    from django.db import connection
+
+    from idempotency.claims import STEPS
+    from tests.testapp.views import PlainClassView
+
+    policy = replace(PlainClassView.post.idempotency_policy, mode=STEPS)
+    monkeypatch.setattr(PlainClassView.post, "idempotency_policy", policy)
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
+    [error] = [e for e in check_atomic_requests() if "PlainClassView" in e.msg]
+    assert error.msg.startswith("tests.testapp.views.PlainClassView runs its steps")
 
 
 def test_a_non_atomic_steps_view_passes_under_atomic_requests(monkeypatch):

@@ -217,7 +217,7 @@ def decorated_api_view(request):
 
 
 @api_view(["GET", "POST"])
-@idempotent("widget.function.reads")
+@idempotent("widget.function.reads", ttl=90)
 def decorated_api_view_with_reads(request):
     if request.method in permissions.SAFE_METHODS:  # @idempotent lets it through
         return Response({"count": Widget.objects.count()})
@@ -275,7 +275,7 @@ def _create_widget(request):
 class PlainClassView(View):
     """A Django class-based view (not DRF) with a guarded method."""
 
-    @idempotent("widget.plain-class")
+    @idempotent("widget.plain-class", ttl=90)
     def post(self, request):
         return JsonResponse({"id": _create_widget(request).pk}, status=201)
 
