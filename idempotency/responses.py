@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.http import HttpResponse
 from django.utils.cache import has_vary_header
-from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from . import signals
@@ -157,8 +156,14 @@ def _api_rendering(response):
         return response
     view = response.renderer_context["view"]
     api_renderer = next(
-        (each for each in view.get_renderers() if not _is_html(each)), JSONRenderer()
+        (each for each in view.get_renderers() if not _is_html(each)), None
     )
+    if api_renderer is None:
+        # The view answers only HTML (TemplateHTMLRenderer): its data may be
+        # model instances, which have no API rendering. The page is the
+        # answer, judged as a plain Django page is (never kept with the
+        # session's CSRF token in it).
+        return response
     rendered = Response(
         response.data,
         status=response.status_code,

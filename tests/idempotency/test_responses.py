@@ -115,6 +115,43 @@ def test_a_page_with_a_csrf_token_is_never_stored_nor_replayed_to_another_sessio
     assert Widget.objects.count() == 1
 
 
+def test_a_drf_page_with_no_api_rendering_is_stored_as_the_page(user):
+    """A view whose only renderer is HTML (TemplateHTMLRenderer) has no API
+    rendering to store instead, and its data may hold model instances: its
+    page is kept, as a plain Django page is."""
+    client = session_of(user)
+
+    first = post(client, "/t/html/")
+    retry = post(client, "/t/html/")
+
+    assert first.status_code == retry.status_code == 201
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry["Content-Type"] == first["Content-Type"]
+    assert retry.content == first.content == b"<p>Widget a</p>\n"
+    assert Widget.objects.count() == 1
+
+
+def test_a_drf_page_with_a_csrf_token_and_no_api_rendering_is_not_kept(user):
+    first_session, second_session = session_of(user), session_of(user)
+
+    def send(client):
+        return client.post(
+            "/t/html/",
+            json.dumps({"name": "a", "template": "widget_form"}),
+            content_type="application/json",
+            headers={"Idempotency-Key": "k"},
+        )
+
+    first = send(first_session)
+    assert first.status_code == 201
+    assert b"csrfmiddlewaretoken" in first.content
+    assert_kept_without_answer(201)
+    for retry in (send(second_session), send(first_session)):
+        assert retry.status_code == 409
+        assert problem_type(retry) == "answer-not-kept"
+    assert Widget.objects.count() == 1
+
+
 def test_a_page_with_a_csrf_token_in_a_tenant_scope_never_reaches_a_colleague(
     make_user, settings
 ):

@@ -18,8 +18,14 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 from django.views.decorators.vary import vary_on_cookie
 from rest_framework import permissions, serializers, status, throttling, viewsets
-from rest_framework.decorators import action, api_view, permission_classes
+from rest_framework.decorators import (
+    action,
+    api_view,
+    permission_classes,
+    renderer_classes,
+)
 from rest_framework.exceptions import NotFound
+from rest_framework.renderers import TemplateHTMLRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -223,6 +229,20 @@ def decorated_api_view_with_reads(request):
         return Response({"count": Widget.objects.count()})
     widget = Widget.objects.create(name=request.data["name"])
     return Response({"id": widget.pk}, status=status.HTTP_201_CREATED)
+
+
+@api_view(["POST"])
+@renderer_classes([TemplateHTMLRenderer])
+@idempotent("widget.html")
+def html_only_api_view(request):
+    """A DRF view answering only HTML, with model instances in its data."""
+    widget = Widget.objects.create(name=request.data["name"])
+    template = request.data.get("template", "widget")
+    return Response(
+        {"widget": widget},
+        status=status.HTTP_201_CREATED,
+        template_name=f"testapp/{template}.html",
+    )
 
 
 # Tests set this to an async callable the async view awaits after its write.
