@@ -4,15 +4,20 @@ import codecs
 import hashlib
 import io
 import json
+import tempfile
 from operator import itemgetter
 from urllib.parse import parse_qsl, urlencode
 
 from django.conf import settings
 from django.http.multipartparser import MultiPartParser, MultiPartParserError
 from django.utils.module_loading import import_string
+from rest_framework.parsers import FormParser, JSONParser
 from rest_framework.request import Request
 
 from .exceptions import BodyTooDeep
+
+# How much of a streamed body is read at a time (Django's upload chunk size).
+_CHUNK_SIZE = 64 * 1024
 
 
 def compute(request, operation: str, exclude_fields=()) -> str:
@@ -40,7 +45,11 @@ def compute(request, operation: str, exclude_fields=()) -> str:
     digest = hashlib.sha256()
     for part in parts:
         _frame(digest, part.encode())
-    _frame(digest, _canonical_body(request, media_type, encoding, exclude_fields))
+    body = _canonical_body(request, media_type, encoding, exclude_fields)
+    if body is None:
+        _frame_streamed_body(digest, django_request)
+    else:
+        _frame(digest, body)
     return digest.hexdigest()
 
 
@@ -83,14 +92,63 @@ def _frame(digest, data: bytes) -> None:
     digest.update(data)
 
 
-def _canonical_body(request, media_type: str, encoding: str, exclude_fields) -> bytes:
+def _canonical_body(
+    request, media_type: str, encoding: str, exclude_fields
+) -> bytes | None:
+    """The body's canonical bytes; None: a raw body too large to hold, which
+    ``_frame_streamed_body`` hashes as it reads it."""
     if media_type == "multipart/form-data":
         # Clients pick a new boundary for every send, retries included.
         return _canonical_multipart(request)
-    body = _django(request).body
+    django_request = _django(request)
+    if isinstance(request, Request) and _streamed_by_drf(request):
+        return None
     if media_type == "application/json" or media_type.endswith("+json"):
-        return _canonical_json(body, encoding, exclude_fields)
-    return body
+        return _canonical_json(django_request.body, encoding, exclude_fields)
+    return django_request.body
+
+
+def _streamed_by_drf(request: Request) -> bool:
+    """Django refuses to hold such a body (``request.body``), but DRF hands
+    it to a parser that streams it (FileUploadParser) for an unkeyed request.
+    Only DRF's JSON and form parsers read ``request.body`` themselves."""
+    django_request = _django(request)
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    try:
+        length = int(django_request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return False  # Django answers it
+    # A stream already read (by a parser, before the claim) cannot be spooled.
+    if limit is None or length <= limit or django_request._read_started:
+        return False
+    if request.negotiator is None:
+        return False
+    # The parser DRF will hand the body to, as Request._parse() picks it.
+    parser = request.negotiator.select_parser(request, request.parsers or ())
+    return parser is not None and not isinstance(parser, JSONParser | FormParser)
+
+
+def _frame_streamed_body(digest, request) -> None:
+    """Frame a raw body as ``_frame`` does, without holding it in memory.
+
+    It is read into a spooled file (on disk past FILE_UPLOAD_MAX_MEMORY_SIZE),
+    which then stands in for the request's stream, as ``request.body`` puts
+    the bytes it read back: the view's parser reads the same bytes, still
+    unread, as it would from the client.
+    """
+    # Open past this function: it becomes the request's stream.
+    spooled = tempfile.SpooledTemporaryFile(  # noqa: SIM115
+        max_size=settings.FILE_UPLOAD_MAX_MEMORY_SIZE
+    )
+    while chunk := request.read(_CHUNK_SIZE):
+        spooled.write(chunk)
+    digest.update(b"%d:" % spooled.tell())
+    spooled.seek(0)
+    while chunk := spooled.read(_CHUNK_SIZE):
+        digest.update(chunk)
+    spooled.seek(0)
+    request._stream = spooled
+    request._read_started = False
 
 
 def _canonical_json(body: bytes, encoding: str, exclude_fields) -> bytes:

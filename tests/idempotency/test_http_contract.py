@@ -1,5 +1,6 @@
 """The HTTP contract of keyed requests, through the DRF mixin."""
 
+import hashlib
 import json
 
 import pytest
@@ -302,6 +303,77 @@ def test_a_keyed_upload_is_read_as_the_view_reads_it_not_held_in_memory(
     assert retry.content == first.content
     assert other.status_code == 422
     assert problem(other)["type"].endswith("/key-reused")
+    assert Widget.objects.count() == 1
+
+
+def _raw_upload(api, content, key="k1", content_type="application/octet-stream"):
+    return api.client.put(
+        "/t/raw/scan.bin/",
+        content,
+        content_type=content_type,
+        headers={
+            "Idempotency-Key": key,
+            "Authorization": api.auth,
+            "Content-Disposition": "attachment; filename=scan.bin",
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/octet-stream", "application/json"]
+)
+def test_a_keyed_raw_upload_is_streamed_not_held_in_memory(api, settings, content_type):
+    """DRF's FileUploadParser streams a raw body past DATA_UPLOAD_MAX_MEMORY_SIZE
+    for an unkeyed upload, whatever its media type (a JSON file too): a keyed
+    one is not refused there either."""
+    five_mb = bytes(range(256)) * (5 * 1024 * 4)
+    assert len(five_mb) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+    first = _raw_upload(api, five_mb, content_type=content_type)
+    retry = _raw_upload(api, five_mb, content_type=content_type)
+    other = _raw_upload(api, five_mb[:-1] + b"!", content_type=content_type)
+
+    assert first.status_code == 201
+    assert first.json()["size"] == len(five_mb)
+    assert first.json()["sha256"] == hashlib.sha256(five_mb).hexdigest()
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry.content == first.content
+    assert other.status_code == 422
+    assert Widget.objects.count() == 1
+
+
+def test_a_raw_body_hashes_the_same_held_or_streamed(api, settings):
+    """A retry streamed past the limit is the request held below it, so keys
+    stored before keep matching their retries."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = None
+    first = _raw_upload(api, b"scan" * 100)
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 100
+    retry = _raw_upload(api, b"scan" * 100)
+
+    assert first.status_code == 201
+    assert retry["Idempotent-Replayed"] == "true"
+    assert Widget.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("application/x-www-form-urlencoded", "name=" + "a" * 200),
+        ("application/json", json.dumps({"name": "a" * 200})),
+    ],
+)
+def test_a_body_too_large_to_hold_is_refused_before_any_claim(
+    api, settings, content_type, body
+):
+    """DRF's JSON and form parsers read request.body, which refuses it, keyed
+    or not: the refusal comes before the claim, so the corrected retry runs."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 100
+
+    refused = api.post("/t/widgets/", body, key="k", content_type=content_type)
+    corrected = api.post("/t/widgets/", {"name": "a"}, key="k")
+
+    assert refused.status_code == 400
+    assert corrected.status_code == 201
     assert Widget.objects.count() == 1
 
 

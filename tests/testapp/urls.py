@@ -32,6 +32,7 @@ urlpatterns = [
     path("t/payment/", steps_views.PaymentView.as_view()),
     path("t/payments/", payments.PaymentView.as_view()),
     path("t/upload/", views.UploadView.as_view()),
+    path("t/raw/<str:filename>/", views.RawUploadView.as_view()),
     path("t/cookie/", views.CookieSettingView.as_view()),
     path("t/method/", views.DecoratedMethodView.as_view()),
     path("t/function/", views.decorated_api_view),

@@ -25,6 +25,7 @@ from rest_framework.decorators import (
     renderer_classes,
 )
 from rest_framework.exceptions import NotFound
+from rest_framework.parsers import FileUploadParser
 from rest_framework.renderers import TemplateHTMLRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -205,6 +206,23 @@ class UploadView(IdempotencyMixin, APIView):
         return Response(body, status=status.HTTP_201_CREATED)
 
     put = post
+
+
+class RawUploadView(IdempotencyMixin, APIView):
+    """A keyed raw-body upload, which DRF's FileUploadParser streams."""
+
+    parser_classes = [FileUploadParser]
+    idempotent_actions = ("put",)
+    idempotency_operation = "widget.raw-upload"
+
+    def put(self, request, filename):
+        upload = request.data["file"]
+        digest = hashlib.sha256()
+        for chunk in upload.chunks():
+            digest.update(chunk)
+        widget = Widget.objects.create(name=filename)
+        body = {"id": widget.pk, "size": upload.size, "sha256": digest.hexdigest()}
+        return Response(body, status=status.HTTP_201_CREATED)
 
 
 class DecoratedMethodView(APIView):
