@@ -82,9 +82,15 @@ class Policy:
 
 
 def view_options(
-    label: Callable[[str], str], *, mode, ttl, exclude_fields
+    label: Callable[[str], str],
+    *,
+    mode,
+    ttl,
+    exclude_fields,
+    required=True,
+    allow_anonymous=False,
 ) -> dict[str, Any]:
-    """A view's own ``mode``, ``ttl`` and ``exclude_fields``, checked.
+    """A view's own options, checked.
 
     ``label(option)`` names the option as the view spells it. Refused with
     ``IdempotencyConfigurationError``; the TTL's comparison with LEASE + WAIT
@@ -94,7 +100,16 @@ def view_options(
         raise IdempotencyConfigurationError(
             f"{label('mode')} is {mode!r}; use one of {', '.join(MODES)}."
         )
+    for name, value in (("required", required), ("allow_anonymous", allow_anonymous)):
+        # None or "false" would read as a choice: keyless requests unguarded,
+        # or every anonymous client in one scope.
+        if not isinstance(value, bool):
+            raise IdempotencyConfigurationError(
+                f"{label(name)} is {value!r}; use True or False."
+            )
     return {
+        "required": required,
+        "allow_anonymous": allow_anonymous,
         "mode": mode,
         "ttl": view_ttl(ttl, label("ttl")),
         "exclude_fields": validated_exclude_fields(

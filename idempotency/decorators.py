@@ -47,14 +47,10 @@ def idempotent(
             mode=mode,
             ttl=ttl,
             exclude_fields=exclude_fields,
-        )
-        policy = claims.Policy(
-            operation=name,
-            scope=_resolve_scope,
             required=required,
             allow_anonymous=allow_anonymous,
-            **options,
         )
+        policy = claims.Policy(operation=name, scope=_resolve_scope, **options)
 
         @wraps(view_func)
         def wrapper(*args, **kwargs):

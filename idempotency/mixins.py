@@ -129,6 +129,8 @@ def _check_options(cls, overrides) -> None:
         mode=option("mode"),
         ttl=option("ttl"),
         exclude_fields=option("exclude_fields"),
+        required=option("required"),
+        allow_anonymous=option("allow_anonymous"),
     )
 
 

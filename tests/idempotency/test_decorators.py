@@ -180,6 +180,29 @@ def test_mixin_options_are_checked_once_not_per_request(api, monkeypatch):
     assert checked == []
 
 
+@pytest.mark.parametrize("option", ["required", "allow_anonymous"])
+@pytest.mark.parametrize("value", [None, "false", "no", 0, 1])
+def test_a_switch_that_is_not_a_bool_is_refused_naming_the_operation(option, value):
+    """None or "false" would read as a choice: required=None ran keyless
+    requests unguarded, allow_anonymous="false" put anonymous clients in one
+    shared scope."""
+    with pytest.raises(IdempotencyConfigurationError, match=f"{option} of 'op'"):
+        idempotent("op", **{option: value})(lambda request: None)
+
+
+@pytest.mark.parametrize("option", ["required", "allow_anonymous"])
+@pytest.mark.parametrize("value", [None, "false"])
+def test_mixin_with_a_switch_that_is_not_a_bool_names_the_class(option, value):
+    from tests.testapp.views import WidgetViewSet
+
+    with pytest.raises(
+        IdempotencyConfigurationError, match=rf"LooseViewSet\.idempotency_{option}"
+    ):
+        type("LooseViewSet", (WidgetViewSet,), {f"idempotency_{option}": value})
+    with pytest.raises(IdempotencyConfigurationError, match=option):
+        WidgetViewSet.as_view({"post": "create"}, **{f"idempotency_{option}": value})
+
+
 @pytest.mark.parametrize("fields", ["sku", b"sku", [""], ["sku", 1], 5])
 def test_exclude_fields_that_are_not_a_list_of_names_are_refused(fields):
     # A bare "sku" would leave out the fields "s", "k" and "u".
