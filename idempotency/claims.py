@@ -613,8 +613,10 @@ def _is_final(record, now) -> bool:
 
 
 def _decide(claim, records, record, now, locked_until):
-    if record.expires_at <= now:
+    if record.expires_at <= now and not _leased(record, now):
         # Past its retention the key is forgotten: this request runs as new.
+        # Not while an attempt still holds its lease (steps renew the lease,
+        # not the TTL): the purge keeps such a record too.
         _reclaim(claim, records, record, locked_until, renew=True, now=now)
         _hold_anonymous_cap(claim, records, now)
         return None
@@ -624,15 +626,20 @@ def _decide(claim, records, record, now, locked_until):
         )
     if record.state == State.COMPLETED:
         return responses.replay(record, claim.session)
-    if (
-        record.state == State.PENDING
-        and record.locked_until
-        and (record.locked_until > now)
-    ):
+    if _leased(record, now):
         raise RequestInFlight(retry_after=(record.locked_until - now).total_seconds())
     # Failed, or a lapsed lease: this request takes the key over.
     _reclaim(claim, records, record, locked_until, renew=False, now=now)
     return None
+
+
+def _leased(record, now) -> bool:
+    """An attempt holds the key: its lease (lease and steps modes) runs."""
+    return bool(
+        record.state == State.PENDING
+        and record.locked_until
+        and record.locked_until > now
+    )
 
 
 def _hold_anonymous_cap(claim, records, now):

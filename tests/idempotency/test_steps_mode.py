@@ -232,3 +232,34 @@ def test_an_expired_key_starts_its_steps_over(api, user, clock):
 
     assert api.post(URL, {"amount": 500}, key="k").status_code == 201
     assert steps_views.mails == charge_ids() * 2  # the mail step ran again
+
+
+def test_a_key_past_its_ttl_is_not_taken_while_its_lease_runs(
+    api, user, clock, settings
+):
+    """Steps renew the key's lease but not its TTL: a slow view may still
+    hold a live lease once its key expires. A duplicate then is in flight
+    (409), as the purge already judges it, not a new intent that starts the
+    unit over under the running attempt and calls out again."""
+    settings.IDEMPOTENCY = {"TTL": 60, "LEASE": 50}
+    duplicate = []
+    # The charge takes 40 s (the lease is renewed after it, to 90 s), the
+    # mail 30 s: the duplicate arrives at 70 s, past the key's TTL.
+    delays = {"charge": 40, "mail": 30}
+    steps_views.on_call.append(lambda step: clock.advance(seconds=delays[step]))
+
+    def send_duplicate(step):
+        if step == "mail" and not duplicate:
+            duplicate.append(None)
+            duplicate[0] = run_concurrently(
+                1,
+                lambda i: ApiClient(user.username).post(URL, {"amount": 500}, key="k"),
+            )[0]
+
+    steps_views.on_call.append(send_duplicate)
+
+    response = api.post(URL, {"amount": 500}, key="k")
+
+    assert duplicate[0].status_code == 409
+    assert response.status_code == 201
+    assert len(steps_views.mails) == 1
