@@ -13,7 +13,7 @@ from celery import Task, current_task, shared_task
 from celery.exceptions import Ignore, Reject, Retry
 from django.db import OperationalError, connections, router, transaction
 
-from idempotency.shared import clock, isolation, storable, tracing, units
+from idempotency.shared import callables, clock, isolation, storable, tracing, units
 from idempotency.shared.exceptions import ClaimRaced
 from idempotency.shared.headers import (
     EVENT_HEADERS,
@@ -308,6 +308,8 @@ def consumer(
     """
 
     def decorator(func):
+        callables.refuse_deferred(func, "Consumer")
+
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             found = _resolve(message_id, args, kwargs)
@@ -323,7 +325,9 @@ def consumer(
                     if delivery.duplicate:
                         tracing.annotate(**{"once.duplicate": True})
                         return None
-                    return func(delivery, *args, **kwargs)
+                    return callables.run_now(
+                        "Consumer", func, delivery, *args, **kwargs
+                    )
             with (
                 tracing.processing(subscriber, _trace_context(kwargs), found),
                 receive(subscriber, found, intent=carried) as delivery,
@@ -331,7 +335,7 @@ def consumer(
                 if delivery.duplicate:
                     tracing.annotate(**{"once.duplicate": True})
                     return None
-                return func(*args, **kwargs)
+                return callables.run_now("Consumer", func, *args, **kwargs)
 
         wrapper.subscriber = subscriber  # type: ignore[attr-defined]
         wrapper.steps = steps  # type: ignore[attr-defined]

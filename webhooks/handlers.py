@@ -18,18 +18,16 @@ first unfinished step (see ``idempotency.shared.steps``). The handlers of one
 event type are all of one kind.
 """
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
-from idempotency.shared import units
+from idempotency.shared import callables, units
 
 from . import bodies
 
@@ -104,19 +102,7 @@ def on(
     ``steps=True`` for a handler whose outside calls are ``event.step()``."""
 
     def register(handler: Callable) -> Callable:
-        if (
-            iscoroutinefunction(handler)
-            or inspect.isgeneratorfunction(handler)
-            or inspect.isasyncgenfunction(handler)
-        ):
-            # Called in the receipt's transaction, it would return a coroutine
-            # or a generator whose body never runs, and the receipt would say
-            # processed.
-            raise ImproperlyConfigured(
-                f"Webhook handler {handler!r} is async or a generator (it "
-                "yields): handlers run in the receipt's transaction, in a "
-                "worker, and must be plain functions."
-            )
+        callables.refuse_deferred(handler, "Webhook handler")
         handlers = _registry.setdefault((source, event_type), [])
         if handler not in handlers:
             handlers.append(handler)
@@ -150,17 +136,5 @@ def handlers_for(source: str, event_type: str) -> list[Callable]:
 
 
 def run(handler: Callable, event: Event) -> None:
-    """Call ``handler(event)``; refuse an awaitable or a generator it returns
-    (nothing would run it)."""
-    result = handler(event)
-    if inspect.isgenerator(result) or inspect.iscoroutine(result):
-        result.close()  # no "never awaited" warning on top of the error
-    if (
-        inspect.isawaitable(result)
-        or inspect.isgenerator(result)
-        or inspect.isasyncgen(result)
-    ):
-        raise ImproperlyConfigured(
-            f"Webhook handler {handler!r} returned an awaitable or a generator, "
-            "which nothing runs: handlers must do their work before they return."
-        )
+    """Call ``handler(event)``, which must do its work before it returns."""
+    callables.run_now("Webhook handler", handler, event)

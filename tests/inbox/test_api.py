@@ -6,6 +6,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -194,6 +195,34 @@ def test_consumer_with_an_explicit_message_id():
     by_function({"key": "e1"})
     by_function({"key": "e1"})
     assert calls == ["e1", "e1"]  # once per subscriber
+
+
+@pytest.mark.parametrize("steps", [False, True])
+def test_an_async_or_generator_consumer_is_refused_where_it_is_defined(steps):
+    # Called in the claim's transaction, it would return a coroutine or a
+    # generator whose body never runs: the message applied, nothing done.
+    async def notify(message_id):
+        Widget.objects.create(name=message_id)
+
+    def lazy(message_id):
+        yield Widget.objects.create(name=message_id)
+
+    for func, word in ((notify, "async"), (lazy, "generator")):
+        with pytest.raises(ImproperlyConfigured, match=word):
+            consumer("mailer", message_id="message_id", steps=steps)(func)
+
+
+def test_a_consumer_returning_an_awaitable_is_rolled_back_and_runs_again():
+    async def notify(message_id):
+        Widget.objects.create(name=message_id)
+
+    @consumer("mailer", message_id="message_id")
+    def handle(message_id):
+        return notify(message_id)
+
+    with pytest.raises(ImproperlyConfigured, match="awaitable"):
+        handle(message_id="m1")
+    assert not InboxMessage.objects.exists()  # a redelivery runs it again
 
 
 def test_consumer_refuses_a_delivery_without_an_id():
