@@ -31,6 +31,7 @@ from .exceptions import (
     MessageIdInvalid,
     MessageIdMissing,
     StepsNotClaimed,
+    SubscriberInvalid,
 )
 from .models import InboxMessage
 from .querysets import BUSY
@@ -89,6 +90,7 @@ def receive(
     """
     if not subscriber or not message_id:
         raise MessageIdMissing("receive() needs a subscriber and a message id.")
+    checked_subscriber(subscriber)
     message_id = checked_message_id(message_id)
     intent = checked_intent(intent)
     using = using or router.db_for_write(InboxMessage)
@@ -149,6 +151,7 @@ def receive_steps(
     """
     if not subscriber or not message_id:
         raise MessageIdMissing("receive_steps() needs a subscriber and a message id.")
+    checked_subscriber(subscriber)
     message_id = checked_message_id(message_id)
     intent = checked_intent(intent)
     using = using or router.db_for_write(InboxMessage)
@@ -230,6 +233,29 @@ def checked_message_id(message_id) -> str:
     return message_id
 
 
+def checked_subscriber(subscriber) -> None:
+    """Raise SubscriberInvalid unless the inbox can store ``subscriber``.
+
+    As for a message id, before any SQL: a DataError would break the caller's
+    transaction, and a ConsumerTask could not bury the message (it would be
+    requeued for ever).
+    """
+    if not isinstance(subscriber, str):
+        raise SubscriberInvalid(
+            f"A subscriber is a name, not {type(subscriber).__name__}."
+        )
+    limit = InboxMessage._meta.get_field("subscriber").max_length or 0
+    if len(subscriber) > limit:
+        raise SubscriberInvalid(
+            f"Subscriber of {len(subscriber)} characters; the inbox keeps at "
+            f"most {limit}."
+        )
+    try:
+        storable.check_text(subscriber, "Subscriber")
+    except ValueError as exc:
+        raise SubscriberInvalid(f"{exc}.") from None
+
+
 def checked_intent(intent) -> str:
     """The intent a message carried, or "" when it carried none we can trust.
 
@@ -306,6 +332,9 @@ def consumer(
     outside calls as ``delivery.step(...)``, outside any transaction (see
     ``receive_steps``); a redelivery resumes at the first unfinished step.
     """
+
+    # Refused where the consumer is defined, not at each of its deliveries.
+    checked_subscriber(subscriber)
 
     def decorator(func):
         callables.refuse_deferred(func, "Consumer")

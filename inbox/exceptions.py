@@ -31,6 +31,18 @@ class MessageIdInvalid(InboxError, ValueError):
     title = "The message id cannot be stored"
 
 
+class SubscriberInvalid(InboxError, ValueError):
+    """A subscriber name the inbox cannot store: too long, holding NUL or a
+    character UTF-8 cannot encode, or not a string.
+
+    Refused before any SQL: the database would refuse it in the middle of the
+    caller's transaction, and a ``ConsumerTask`` could not bury the message.
+    """
+
+    status = 500
+    title = "The subscriber name cannot be stored"
+
+
 class StepsNotClaimed(InboxError, TypeError):
     """``delivery.step()`` on a delivery ``receive()`` claimed: its one
     transaction leaves no room for a step's own recovery point."""

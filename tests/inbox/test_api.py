@@ -12,8 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from kombu import Connection, Exchange, Queue
 
-from inbox.api import consumer, message_id_from, receive
-from inbox.exceptions import MessageIdInvalid, MessageIdMissing
+from inbox.api import consumer, message_id_from, receive, receive_steps
+from inbox.exceptions import MessageIdInvalid, MessageIdMissing, SubscriberInvalid
 from inbox.models import InboxMessage
 from tests.conftest import run_concurrently
 from tests.servers import AMQP_URL
@@ -293,6 +293,50 @@ def test_an_id_the_column_cannot_hold_is_refused_before_any_transaction(message_
 
     assert len(queries) == 0  # not a DataError halfway through the work
     assert InboxMessage.objects.count() == 0
+
+
+SUBSCRIBERS = pytest.mark.parametrize(
+    "subscriber",
+    ["s" * 256, "s\x001", "s-\ud800", 7],
+    ids=["over-255-characters", "nul", "lone-surrogate", "not-a-string"],
+)
+
+
+@SUBSCRIBERS
+def test_a_subscriber_the_column_cannot_hold_is_refused_before_any_sql(subscriber):
+    # It was a DataError in the middle of the caller's transaction.
+    with transaction.atomic():
+        Widget.objects.create(name="w")
+        with (
+            CaptureQueriesContext(connection) as queries,
+            pytest.raises(SubscriberInvalid),
+            receive(subscriber, "m1"),
+        ):
+            raise AssertionError("must not run")
+        assert len(queries) == 0
+        apply("stock", "m1")  # the caller's transaction goes on
+
+    assert InboxMessage.objects.get().subscriber == "stock"
+
+
+@SUBSCRIBERS
+def test_a_steps_subscriber_the_column_cannot_hold_is_refused_before_any_sql(
+    subscriber,
+):
+    with (
+        CaptureQueriesContext(connection) as queries,
+        pytest.raises(SubscriberInvalid),
+        receive_steps(subscriber, "m1"),
+    ):
+        raise AssertionError("must not run")
+
+    assert len(queries) == 0
+    assert InboxMessage.objects.count() == 0
+
+
+def test_a_consumer_whose_subscriber_cannot_be_stored_is_refused_when_defined():
+    with pytest.raises(SubscriberInvalid, match="at most 255"):
+        consumer("s" * 256)
 
 
 def test_the_longest_id_the_column_holds_is_kept():
