@@ -4,12 +4,14 @@ from datetime import timedelta
 
 from idempotency.shared.settings import (
     AppSettings,
+    InvalidSetting,
     Option,
     boolean,
     duration,
     mapping,
     one_of,
     positive_int,
+    show,
     subclass_of,
 )
 
@@ -18,6 +20,20 @@ from .publishers.base import BasePublisher
 CELERY = "celery"
 DEBEZIUM = "debezium"
 RELAYS = (CELERY, DEBEZIUM)
+# The most messages one claim leases, as the purge's batches: past
+# PostgreSQL's bigint the claim's LIMIT would fail every relay run.
+MAX_BATCH_SIZE = 100_000
+
+
+def batch_size(value) -> int:
+    """Messages per claim: a positive integer up to ``MAX_BATCH_SIZE``."""
+    value = positive_int(value)
+    if value > MAX_BATCH_SIZE:
+        raise InvalidSetting(
+            f"must be at most {MAX_BATCH_SIZE:,}, not {show(value)}.",
+            "For example 500.",
+        )
+    return value
 
 
 outbox_settings = AppSettings(
@@ -44,10 +60,10 @@ outbox_settings = AppSettings(
         ),
         "BATCH_SIZE": Option(
             500,
-            positive_int,
+            batch_size,
             "outbox.E003",
             "For example 500.",
-            doc="Messages claimed per relay transaction.",
+            doc="Messages claimed per relay transaction, at most 100,000.",
         ),
         "LEASE": Option(
             timedelta(seconds=60),

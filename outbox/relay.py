@@ -29,10 +29,11 @@ from django.db.models import Case, F, Q, Value, When
 from django.db.models.sql import UpdateQuery
 
 from idempotency.shared import clock, isolation, storable, tracing
-from idempotency.shared.settings import as_timedelta
+from idempotency.shared.settings import InvalidSetting, as_timedelta, duration
 
 from . import signals
 from .conf import DEBEZIUM, outbox_settings
+from .conf import batch_size as checked_batch_size
 from .exceptions import OutboxConfigurationError, PublishError
 from .models import OutboxMessage
 
@@ -70,8 +71,17 @@ def drain(
     if outbox_settings.RELAY == DEBEZIUM:
         logger.warning("OUTBOX['RELAY'] is 'debezium': the Celery relay stays idle.")
         return DrainResult()
-    batch_size = batch_size or outbox_settings.BATCH_SIZE
-    budget = as_timedelta(time_budget or outbox_settings.TIME_BUDGET)
+    # Checked as the settings are, before any claim: a negative batch size,
+    # one past the claim's bigint or a budget a timedelta cannot hold raised
+    # errors that named neither; 0 quietly meant the setting.
+    if batch_size is None:
+        batch_size = outbox_settings.BATCH_SIZE
+    else:
+        batch_size = _argument("batch_size", checked_batch_size, batch_size)
+    if time_budget is None:
+        budget = as_timedelta(outbox_settings.TIME_BUDGET)
+    else:
+        budget = _argument("time_budget", duration, time_budget)
     deadline = time.monotonic() + budget.total_seconds()
     result = DrainResult()
     with publisher or make_publisher() as active:
@@ -83,6 +93,14 @@ def drain(
             if time.monotonic() >= deadline:
                 break
     return result
+
+
+def _argument(name, validate, value):
+    """``value`` as ``validate`` takes it, or a ValueError naming ``name``."""
+    try:
+        return validate(value)
+    except InvalidSetting as exc:
+        raise ValueError(f"drain() {name} {exc}") from None
 
 
 def make_publisher():

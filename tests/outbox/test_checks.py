@@ -43,6 +43,15 @@ def test_e003_counts_must_be_positive(name):
         assert ids(checks.check_settings()) == ["outbox.E003"]
 
 
+def test_e003_a_batch_size_the_claim_cannot_take_is_refused():
+    # Past PostgreSQL's bigint every relay run raised a DataError, while
+    # manage.py check passed.
+    with override_settings(OUTBOX={"BATCH_SIZE": 2**63}):
+        assert ids(checks.check_settings()) == ["outbox.E003"]
+    with override_settings(OUTBOX={"BATCH_SIZE": 100_000}):
+        assert ids(checks.check_settings()) == []
+
+
 @override_settings(OUTBOX={"LEASE": -1})
 def test_e004_durations_must_be_positive():
     assert ids(checks.check_settings()) == ["outbox.E004"]

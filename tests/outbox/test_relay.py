@@ -290,6 +290,37 @@ def test_lag_is_never_below_zero_when_the_writers_clock_runs_ahead(clock):
     assert OutboxMessage.objects.oldest_pending_age(clock.now()) == timedelta(0)
 
 
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ({"batch_size": 0}, "batch_size must be a positive integer"),
+        ({"batch_size": -1}, "batch_size must be a positive integer"),
+        ({"batch_size": "10"}, "batch_size must be a positive integer"),
+        ({"batch_size": 2**63}, "batch_size must be at most 100,000"),
+        ({"time_budget": 0}, "time_budget must be more than 0 s"),
+        ({"time_budget": float("nan")}, "time_budget must be finite"),
+        ({"time_budget": 1e300}, "time_budget must be"),
+    ],
+    ids=["zero", "negative", "text", "past-bigint", "no-budget", "nan", "huge"],
+)
+def test_drain_refuses_arguments_it_cannot_run_with_before_any_claim(
+    sent, make_messages, arguments, error
+):
+    # They raised a DataError from the claim, "Negative indexing is not
+    # supported" or an OverflowError; 0 quietly meant the setting.
+    make_messages(1)
+
+    with (
+        CaptureQueriesContext(connections["default"]) as queries,
+        pytest.raises(ValueError, match=error),
+    ):
+        relay.drain(**arguments)
+
+    assert queries.captured_queries == []
+    assert OutboxMessage.objects.get().attempts == 0
+    assert sent == []
+
+
 @override_settings(OUTBOX={"RELAY": "debezium"})
 def test_the_celery_relay_stays_idle_in_debezium_mode(sent, make_messages):
     make_messages(1)
