@@ -8,8 +8,9 @@ network:
    lease, and commits;
 2. publish the whole batch at once (``publish_many``: pipelined, each message
    still verified), outside any transaction;
-3. write back in one statement, fenced on ``(id, attempts)``: a relay that
-   outlived its lease cannot overwrite the result of the newer claimant.
+3. write back in one statement (per 1,000 messages), fenced on
+   ``(id, attempts)``: a relay that outlived its lease cannot overwrite the
+   result of the newer claimant.
 
 A crash between 2 and 3 republishes after the lease: delivery is at least
 once, and consumers dedupe on the message id (the inbox).
@@ -42,6 +43,11 @@ logger = logging.getLogger("outbox")
 # Claims in a row that may meet rows other relays just leased (under REPEATABLE
 # READ or SERIALIZABLE) before this one leaves the backlog to them.
 RACED_CLAIMS = 3
+# Messages per write-back statement. A failed message takes about seven of
+# its parameters, and a statement holds at most 65,535 under server-side
+# binding (32,766 on SQLite): a larger batch's write-back failed whole, left
+# the batch leased, and it went out again after every lease.
+WRITE_BACK_CHUNK = 1000
 
 
 @dataclass
@@ -229,18 +235,33 @@ def _refusals(publisher, refused, batch) -> dict:
 def write_back(
     messages, failed, *, using: str | None = None, started: float | None = None
 ) -> Counter:
-    """Record the outcome of claimed ``messages`` in one statement: those in
-    ``failed`` (id -> error) back off or go dead, the others are published.
-    ``started``: when the batch's publish began (``time.monotonic()``), to
-    report how long the batch took.
+    """Record the outcome of claimed ``messages`` in one statement (per
+    ``WRITE_BACK_CHUNK`` messages): those in ``failed`` (id -> error) back off
+    or go dead, the others are published. ``started``: when the batch's
+    publish began (``time.monotonic()``), to report how long the batch took.
 
     Return how many rows went to each state; a message a newer claim owns is
     left alone and counted nowhere.
     """
+    messages = list(messages)
     if not messages:
         return Counter()
     using = using or router.db_for_write(OutboxMessage)
     now = clock.now()
+    rows = []
+    for start in range(0, len(messages), WRITE_BACK_CHUNK):
+        chunk = messages[start : start + WRITE_BACK_CHUNK]
+        errors = {m.id: failed[m.id] for m in chunk if m.id in failed}
+        rows += _write_back_chunk(chunk, errors, now, using)
+    # SQLite returns the ids as text: read them as the model does.
+    to_uuid = OutboxMessage._meta.pk.to_python
+    states = {to_uuid(pk): state for pk, state in rows}
+    _report(messages, failed, states, now, using, started)
+    return Counter(state for _id, state in rows)
+
+
+def _write_back_chunk(messages, failed, now, using) -> list:
+    """One fenced UPDATE for ``messages``; return the (id, state) it wrote."""
     dead, retry = [], {}
     for message in messages:
         if message.id in failed:
@@ -282,17 +303,12 @@ def write_back(
     fence = Q()
     for attempts, ids in by_attempt.items():
         fence |= Q(attempts=attempts, pk__in=ids)
-    rows = _update_returning(
+    return _update_returning(
         OutboxMessage.objects.db_manager(using).filter(fence, state=State.PENDING),
         changes,
         "id",
         "state",
     )
-    # SQLite returns the ids as text: read them as the model does.
-    to_uuid = OutboxMessage._meta.pk.to_python
-    states = {to_uuid(pk): state for pk, state in rows}
-    _report(messages, failed, states, now, using, started)
-    return Counter(state for _id, state in rows)
 
 
 def _report(messages, failed, states, now, using, started):

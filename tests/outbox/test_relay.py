@@ -67,6 +67,45 @@ def test_a_batch_is_written_back_in_one_fenced_statement(clock, make_messages):
         assert row.locked_until is None
 
 
+@pytest.fixture
+def server_side_binding():
+    """The default connection with Django's ``server_side_binding`` option
+    (make test's Django 6.x run sets it): a statement holds at most 65,535
+    parameters."""
+    connection = connections["default"]
+    if connection.vendor != "postgresql":
+        pytest.skip("server-side binding is PostgreSQL's")
+    options = connection.settings_dict["OPTIONS"]
+    before = options.get("server_side_binding")
+    options["server_side_binding"] = True
+    connection.close()
+    yield
+    options.pop("server_side_binding")
+    if before is not None:
+        options["server_side_binding"] = before
+    connection.close()
+
+
+def test_a_large_batch_that_fails_whole_is_written_back(
+    server_side_binding, make_messages
+):
+    # A broker outage failing 10,000 messages of one batch: the write-back
+    # needed some 70,000 parameters, failed, and left the batch leased, to go
+    # out again after every lease with no error recorded.
+    make_messages(10_000)
+
+    class Down(InMemoryPublisher):
+        def publish_many(self, messages):
+            return {m.id: PublishError("the broker is down") for m in messages}
+
+    batch = relay.claim(10_000)
+    result = relay.publish_batch(batch, Down(allow_in_memory=True))
+
+    assert (result.published, result.failed) == (0, 10_000)
+    assert not OutboxMessage.objects.filter(locked_until__isnull=False).exists()
+    assert not OutboxMessage.objects.filter(last_error="").exists()
+
+
 def test_an_error_text_a_column_cannot_hold_is_stored_escaped_with_its_batch(
     sent, make_messages
 ):
