@@ -229,7 +229,12 @@ def _refusals(publisher, refused, batch) -> dict:
             raise PublishError(
                 f"{name} refused {key!r}, which names no message of its batch."
             )
-    return {ids[key]: error for key, error in refused.items()}
+    # A key with no error (None) still refuses its message: counted
+    # published, it would never reach a consumer.
+    nameless = PublishError(f"{name} refused it without an error.")
+    return {
+        ids[key]: nameless if error is None else error for key, error in refused.items()
+    }
 
 
 def write_back(

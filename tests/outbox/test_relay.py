@@ -150,6 +150,20 @@ def test_a_refusal_keyed_by_the_message_id_as_text_counts(sent, make_messages):
     assert OutboxMessage.objects.get(pk=kept.id).state == "published"
 
 
+def test_a_refusal_without_an_error_still_refuses(sent, make_messages):
+    # {id: None} counted the refused message published.
+    refused, kept = make_messages(2)
+    publisher = Answering(lambda batch: {refused.id: None})
+
+    result = relay.drain(publisher=publisher)
+
+    assert (result.published, result.failed) == (1, 1)
+    row = OutboxMessage.objects.get(pk=refused.id)
+    assert row.state == "pending"
+    assert "Answering.publish_many() refused it without an error" in row.last_error
+    assert OutboxMessage.objects.get(pk=kept.id).state == "published"
+
+
 @pytest.mark.parametrize(
     ("answer", "error"),
     [
