@@ -559,8 +559,10 @@ def _bury(task, exc, attempt, args, kwargs) -> dict:
     subscriber = getattr(task.run, "subscriber", task.name)
     try:
         message_id = checked_message_id(task.run.message_id_of(args, kwargs))
-    except (AttributeError, InboxError):
-        # No usable message id: named by the task id, which a replay keeps.
+    except Exception:
+        # No usable message id (its lookup may be what failed: a message
+        # without the field message_id= reads): named by the task id, which a
+        # replay keeps. Raising here would requeue the message for ever.
         message_id = request.id
     InboxMessage.objects.bury(
         subscriber,

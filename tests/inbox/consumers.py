@@ -55,3 +55,14 @@ def taken_over(*, payload, headers):
     if len(taken_over_runs) == 1:
         raise StepTakenOver("A newer worker holds this delivery.")
     Widget.objects.create(name=headers["once-message-id"])
+
+
+@consumer_task(
+    "inbox-tests.by-event-id",
+    name="inbox_tests.by_event_id",
+    message_id=lambda *, payload, headers: payload["event_id"],
+)
+def by_event_id(*, payload, headers):
+    """Find the message id in the payload: a message without one raises
+    before the consumer runs."""
+    Widget.objects.create(name=payload["event_id"])

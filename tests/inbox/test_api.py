@@ -404,6 +404,26 @@ def test_a_message_whose_arguments_jsonb_refuses_is_buried_without_a_redrive(
     assert (row.message_id, row.redrive) == ("m-refused", None)
 
 
+def test_a_message_whose_id_lookup_raises_is_buried_under_its_task_id():
+    # message_id= read a field the message lacks: burying it raised the
+    # same KeyError, and the message was requeued and ran again, for ever.
+    from inbox.conf import inbox_settings
+    from tests.inbox.consumers import by_event_id
+
+    task_id = str(uuid.uuid4())
+    result = by_event_id.apply(
+        kwargs={"payload": {}, "headers": {}},
+        task_id=task_id,
+        retries=inbox_settings.MAX_ATTEMPTS - 1,
+    )
+
+    assert result.state == "IGNORED"  # recorded dead, so acked
+    row = InboxMessage.objects.dead().get()
+    assert (row.subscriber, row.message_id) == ("inbox-tests.by-event-id", task_id)
+    assert "KeyError('event_id')" in row.last_error
+    assert row.redrive["id"] == task_id
+
+
 @pytest.mark.parametrize("headers", ["once-message-id: m1", ["m1"], None])
 def test_headers_that_are_no_mapping_carry_no_message_id(headers):
     assert message_id_from(headers) is None
