@@ -6,6 +6,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from amqp import serialization
 from celery import current_app
 from kombu import Connection, Exchange, Queue
 from kombu.transport import virtual
@@ -14,6 +15,10 @@ from ..exceptions import OutboxConfigurationError, PublishError
 from .base import BasePublisher, envelope, timeout_seconds
 
 AMQP_SCHEMES = frozenset({"amqp", "amqps", "pyamqp"})
+# A message's AMQP properties travel in one frame, its headers among them:
+# what the frame holds besides the headers table (its own fields, the message
+# id, content type and encoding, delivery mode) takes well under this.
+HEADER_FRAME_ALLOWANCE = 1024
 
 
 class KombuPublisher(BasePublisher):
@@ -204,8 +209,18 @@ class KombuPublisher(BasePublisher):
                 refused.setdefault(message.id, error)
         return refused
 
-    def _send(self, producer, message):
+    def _send(self, producer, message, *, frame_max=None):
         body, headers = envelope(message)
+        if frame_max is not None:
+            # RabbitMQ closes the connection on a header frame over its frame
+            # size (FRAME_ERROR), failing every message sent with this one.
+            size = len(serialization.dumps("F", (headers,)))
+            if size + HEADER_FRAME_ALLOWANCE > frame_max:
+                raise PublishError(
+                    f"AMQP cannot encode {message.id}: its headers take {size} "
+                    f"bytes, and they must fit one frame of {frame_max} with "
+                    "the other properties."
+                )
         producer.publish(
             body,
             exchange=self.exchange,
@@ -226,9 +241,14 @@ class KombuPublisher(BasePublisher):
         # sends the next message.
         with _Confirms(producer.channel) as confirms:
             with _coalesced_writes(self.connection.connection.transport):
+                # py-amqp's, as negotiated with the broker (none elsewhere).
+                frame_max = getattr(self.connection.connection, "frame_max", None)
                 for message in messages:
                     try:
-                        self._send(producer, message)
+                        self._send(producer, message, frame_max=frame_max)
+                    except PublishError as exc:
+                        refused[message.id] = exc  # refused before it was sent
+                        continue
                     except struct.error as exc:
                         # py-amqp packs a message's fields before it writes a
                         # frame of it: the broker never saw this one (nor

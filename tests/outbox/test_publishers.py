@@ -388,8 +388,11 @@ class TestKombuPublisherOnRabbitMQ(KombuContract):
             {"aggregatetype": "é" * 200},
             {"headers": {"k" * 300: "v"}},  # a table's keys: at most 255 bytes
             {"headers": {"n": 2**70}},  # AMQP's integers have 64 bits
+            # Headers go in one frame (128 KiB): RabbitMQ closed the
+            # connection, and the whole batch failed with them.
+            {"headers": {"note": "x" * 200_000}},
         ],
-        ids=["long-routing-key", "long-header-key", "huge-int-header"],
+        ids=["long-routing-key", "long-header-key", "huge-int-header", "huge-headers"],
     )
     def test_a_message_amqp_cannot_encode_fails_alone_inside_a_batch(self, fields):
         bad = make_message()
@@ -397,6 +400,15 @@ class TestKombuPublisherOnRabbitMQ(KombuContract):
             setattr(bad, name, value)
         # The broker never saw it: the channel numbers the next publishes right.
         assert "AMQP cannot encode" in str(self.refused_alone(bad))
+
+    def test_headers_that_fit_a_frame_are_published(self):
+        message = make_message()
+        message.headers = {**message.headers, "note": "x" * 129_000}
+        with self.make_publisher() as publisher:
+            assert publisher.publish_many([message]) == {}
+
+        [got] = self.receive(1)
+        assert got["headers"]["once-headers"]["note"] == "x" * 129_000
 
     def test_a_lost_connection_still_fails_the_whole_batch(self):
         bad = make_message(aggregatetype="é" * 200)
