@@ -1,5 +1,6 @@
 """A publisher that sends each event as a Celery task."""
 
+import contextlib
 from typing import Any
 
 from celery import Celery, current_app
@@ -133,4 +134,14 @@ class CeleryTaskPublisher(BasePublisher):
                 confirm_timeout=self.confirm_timeout,
             )
         except Exception as exc:
+            # The connection may be broken (a lost link; on RabbitMQ a frame
+            # the broker refused closes it): the producer would keep its dead
+            # channel and fail every later task of the drain.
+            self._reset()
             raise PublishError(f"Broker refused {message.id}: {exc}") from exc
+
+    def _reset(self):
+        """Drop the connection; the next publish opens a new one."""
+        with contextlib.suppress(Exception):  # it is broken already
+            self.connection.release()
+        self.open()

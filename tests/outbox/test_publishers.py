@@ -683,6 +683,40 @@ class TestCeleryTaskPublisher(PublisherContract):
         with self.make_publisher(AMQP_URL, app=app) as publisher:
             assert publisher.connection.transport_options["confirm_publish"] is True
 
+    def test_on_rabbitmq_a_publisher_recovers_after_a_lost_connection(self):
+        # The producer kept the lost connection's channel: every later task
+        # of the drain failed, "channel is None ... not bound".
+        before, lost, after = make_message(), make_message(), make_message()
+        try:
+            with (
+                cuttable(AMQP_URL) as proxy,
+                self.make_publisher(proxy.url) as publisher,
+            ):
+                publisher.publish(before)
+                with proxy.cut(), pytest.raises(PublishError):
+                    publisher.publish(lost)
+                publisher.publish(after)
+
+            got = read_queue(AMQP_URL, self.queue, 2)
+            assert [m.headers["id"] for m in got] == [str(before.id), str(after.id)]
+        finally:
+            delete_queues(AMQP_URL, self.queue)
+
+    def test_on_rabbitmq_a_task_the_broker_refuses_fails_alone(self):
+        # Headers over a frame: RabbitMQ closes the connection (FRAME_ERROR),
+        # and every later task of the drain failed with it.
+        before, bad, after = make_message(), make_message(), make_message()
+        bad.headers = {**bad.headers, "note": "x" * 200_000}
+        try:
+            with self.make_publisher(AMQP_URL) as publisher:
+                refused = publisher.publish_many([before, bad, after])
+
+            assert list(refused) == [bad.id]
+            got = read_queue(AMQP_URL, self.queue, 2)
+            assert [m.headers["id"] for m in got] == [str(before.id), str(after.id)]
+        finally:
+            delete_queues(AMQP_URL, self.queue)
+
     def test_an_event_type_without_a_task_fails_loudly(self):
         with (
             self.make_publisher() as publisher,
