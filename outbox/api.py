@@ -5,7 +5,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connections, router, transaction
+from django.db import connections, models, router, transaction
 from django.db.models import Max
 
 from idempotency.shared import clock, storable, tracing, units
@@ -56,6 +56,7 @@ def record(
             "event commits with the change it describes; pass "
             "require_transaction=False to record it on its own."
         )
+    _check_names(aggregate_type, aggregate_id, event_type)
     # As the columns would cast them: an Enum's or an int's text.
     aggregate_type, aggregate_id, event_type = map(
         str, (aggregate_type, aggregate_id, event_type)
@@ -99,6 +100,23 @@ def record(
             relay_kicker.on_commit(using)
         signals.recorded(message, using=using)
     return message_id
+
+
+def _check_names(aggregate_type, aggregate_id, event_type):
+    """Refuse a name whose text is not the name: ``str()`` makes "None" of an
+    unsaved instance's pk, "b'7'" of bytes and "Order object (7)" of a model
+    instance, and consumers would get that as the aggregate."""
+    names = [
+        ("The aggregate type", aggregate_type),
+        ("The aggregate id", aggregate_id),
+        ("The event type", event_type),
+    ]
+    for what, value in names:
+        if value is None or isinstance(value, bytes | bytearray | models.Model):
+            raise EventInvalid(
+                f"{what} is {value!r:.80}: give its text (a model instance's "
+                "pk, a saved one's)."
+            )
 
 
 def _check_storable(aggregate_type, aggregate_id, event_type, payload, headers):

@@ -1,6 +1,7 @@
 """record(): the event commits with the change it describes, or not at all."""
 
 import enum
+import re
 import uuid
 
 import pytest
@@ -124,6 +125,27 @@ def test_record_takes_names_that_are_not_strings_as_their_text():
         "1",
         str(Event.CREATED),
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (("order", None, "order.created"), "aggregate id is None"),
+        ((None, 1, "order.created"), "aggregate type is None"),
+        (("order", 1, None), "event type is None"),
+        (("order", b"7", "order.created"), "aggregate id is b'7'"),
+        (("order", Widget(pk=7, name="w"), "order.created"), "aggregate id is <Widget"),
+    ],
+    ids=["unsaved-pk", "no-type", "no-event-type", "bytes", "instance"],
+)
+def test_record_refuses_a_name_whose_text_is_not_the_name(args, error):
+    # str() stored "None", "b'7'" and "Widget object (7)" as the aggregate.
+    with transaction.atomic():
+        with pytest.raises(EventInvalid, match=re.escape(error)):
+            record(*args, {})
+        record("widget", 1, "widget.created", {})  # the transaction goes on
+
+    assert OutboxMessage.objects.get().aggregatetype == "widget"
 
 
 def test_record_refuses_to_run_outside_a_transaction():
