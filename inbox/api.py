@@ -219,7 +219,7 @@ def checked_message_id(message_id) -> str:
     Refused here, before any transaction: the database would refuse it in
     the middle of one (a DataError), after the consumer's work began.
     """
-    message_id = str(message_id)
+    message_id = _text(message_id)
     limit = InboxMessage._meta.get_field("message_id").max_length or 0
     if len(message_id) > limit:
         raise MessageIdInvalid(
@@ -254,6 +254,16 @@ def checked_subscriber(subscriber) -> None:
         storable.check_text(subscriber, "Subscriber")
     except ValueError as exc:
         raise SubscriberInvalid(f"{exc}.") from None
+
+
+def _text(value) -> str:
+    """A message id as text. Bytes (a Kafka header's value, CloudEvents'
+    ``ce_id`` among them) are decoded, not quoted: ``str(b"m1")`` is
+    "b'm1'", another id than the same message's "m1" from a body. Bytes
+    UTF-8 cannot decode become lone surrogates, which the inbox refuses."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode(errors="surrogateescape")
+    return str(value)
 
 
 def checked_intent(intent) -> str:
@@ -294,10 +304,10 @@ def message_id_from(headers: Mapping | None = None, body=None) -> str | None:
     found = _mapping(headers)
     for name in (MESSAGE_ID_HEADER, DEBEZIUM_HEADER, *CLOUDEVENTS_HEADERS):
         if found.get(name):
-            return str(found[name])
+            return _text(found[name])
     # A structured-mode CloudEvent carries its id in the body.
     if isinstance(body, dict) and "specversion" in body and body.get("id"):
-        return str(body["id"])
+        return _text(body["id"])
     return None
 
 
@@ -390,7 +400,7 @@ def _resolve(spec, args, kwargs) -> str:
         raise MessageIdMissing(
             "Cannot tell this delivery's message id; pass message_id= to @consumer."
         )
-    return str(found)
+    return _text(found)
 
 
 def _last_attempt() -> bool:
