@@ -88,7 +88,7 @@ def receive(
     (``intent_from(headers)``): the delivery serves it, and the block runs
     with the delivery as the current unit.
     """
-    if not subscriber or not message_id:
+    if not subscriber or not _given(message_id):
         raise MessageIdMissing("receive() needs a subscriber and a message id.")
     checked_subscriber(subscriber)
     message_id = checked_message_id(message_id)
@@ -149,7 +149,7 @@ def receive_steps(
     ``StepTakenOver`` (writing nothing more) once a newer worker took over
     this one's lapsed lease. ``intent`` as for ``receive()``.
     """
-    if not subscriber or not message_id:
+    if not subscriber or not _given(message_id):
         raise MessageIdMissing("receive_steps() needs a subscriber and a message id.")
     checked_subscriber(subscriber)
     message_id = checked_message_id(message_id)
@@ -256,6 +256,12 @@ def checked_subscriber(subscriber) -> None:
         raise SubscriberInvalid(f"{exc}.") from None
 
 
+def _given(value) -> bool:
+    """Whether ``value`` is a message id: an id of 0 (a sequence's first) is
+    one; None and empty text are not."""
+    return value is not None and _text(value) != ""
+
+
 def _text(value) -> str:
     """A message id as text. Bytes (a Kafka header's value, CloudEvents'
     ``ce_id`` among them) are decoded, not quoted: ``str(b"m1")`` is
@@ -303,10 +309,10 @@ def message_id_from(headers: Mapping | None = None, body=None) -> str | None:
     """Find the message id of a delivery: our header, Debezium's, CloudEvents'."""
     found = _mapping(headers)
     for name in (MESSAGE_ID_HEADER, DEBEZIUM_HEADER, *CLOUDEVENTS_HEADERS):
-        if found.get(name):
+        if _given(found.get(name)):
             return _text(found[name])
     # A structured-mode CloudEvent carries its id in the body.
-    if isinstance(body, dict) and "specversion" in body and body.get("id"):
+    if isinstance(body, dict) and "specversion" in body and _given(body.get("id")):
         return _text(body["id"])
     return None
 
@@ -391,12 +397,12 @@ def _resolve(spec, args, kwargs) -> str:
     elif spec is not None:
         found = kwargs.get(spec)
     else:
-        found = (
-            message_id_from(kwargs.get("headers"), kwargs.get("payload"))
-            or kwargs.get("message_id")
-            or _from_task()
-        )
-    if not found:
+        found = message_id_from(kwargs.get("headers"), kwargs.get("payload"))
+        if found is None:
+            found = kwargs.get("message_id")
+        if not _given(found):
+            found = _from_task()
+    if not _given(found):
         raise MessageIdMissing(
             "Cannot tell this delivery's message id; pass message_id= to @consumer."
         )

@@ -239,6 +239,28 @@ def test_a_consumer_returning_an_awaitable_is_rolled_back_and_runs_again():
     assert not InboxMessage.objects.exists()  # a redelivery runs it again
 
 
+def test_an_id_of_zero_is_an_id():
+    # A sequence's first message, numbered 0, was refused as having no id
+    # (a ConsumerTask buried it at once, dead).
+    calls = []
+
+    @consumer("ledger", message_id=lambda event: event["seq"])
+    def by_sequence(event):
+        calls.append(event["seq"])
+
+    by_sequence({"seq": 0})
+    by_sequence({"seq": 0})
+    by_sequence({"seq": 1})
+    assert calls == [0, 1]
+    assert message_id_from({"once-message-id": 0}) == "0"
+    assert not apply("stock", 0).duplicate
+    assert sorted(InboxMessage.objects.values_list("message_id", flat=True)) == [
+        "0",
+        "0",
+        "1",
+    ]
+
+
 def test_consumer_refuses_a_delivery_without_an_id():
     @consumer("stock")
     def handler(**kwargs):
