@@ -1,6 +1,6 @@
 """Inbox messages in the operations console."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -54,7 +54,15 @@ class InboxMessageAdmin(console.ReadOnlyAdmin):
     def replay(self, request, queryset):
         # The same task id and arguments, so the same message id: a second
         # replay, or a click on a row applied meanwhile, applies nothing twice.
-        sent = ops.replay(queryset.dead())
+        sent, error = [], None
+        for message in queryset.dead():
+            try:
+                sent += ops.replay([message])
+            except Exception as exc:  # the broker is unreachable
+                # The rest would wait on the broker in turn: stop, and say so.
+                # They stay dead, for a later replay.
+                error = exc
+                break
         console.log_action(
             request, sent, "Replayed dead inbox message (same message id)."
         )
@@ -65,3 +73,10 @@ class InboxMessageAdmin(console.ReadOnlyAdmin):
             )
             % {"count": len(sent)},
         )
+        if error is not None:
+            self.message_user(
+                request,
+                _("Could not replay the others, which stay dead: %(error)s")
+                % {"error": error},
+                messages.ERROR,
+            )

@@ -92,3 +92,46 @@ def test_dead_messages_are_counted_listed_and_replay_needs_its_permission(
     assert b'value="replay"' not in listed.content  # needs replay_inboxmessage
     row = InboxMessage.objects.get(message_id="m2")
     assert "boom" in client.get(f"{url}{row.pk}/change/").content.decode()
+
+
+def test_a_replay_while_the_broker_is_down_says_so_and_keeps_the_message_dead(
+    client, make_user, monkeypatch
+):
+    # send_task raised through the admin action: a 500 page, no word of
+    # what was sent.
+    from inbox import ops
+
+    redrive = {
+        "task": "inbox_tests.flaky",
+        "id": "t-1",
+        "args": [],
+        "kwargs": {},
+        "headers": {},
+        "queue": "celery",
+    }
+    message("m1").__class__.objects.filter(message_id="m1").update(
+        state="dead", attempts=5, last_error="RuntimeError()", redrive=redrive
+    )
+
+    def broker_down(*args, **kwargs):
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(ops.current_app, "send_task", broker_down)
+    operator = make_user("operator", is_staff=True)
+    for codename in ("view_inboxmessage", "replay_inboxmessage"):
+        operator.user_permissions.add(Permission.objects.get(codename=codename))
+    client.force_login(operator)
+
+    answer = client.post(
+        "/admin/inbox/inboxmessage/",
+        {
+            "action": "replay",
+            "_selected_action": [InboxMessage.objects.get().pk],
+        },
+        follow=True,
+    )
+
+    assert answer.status_code == 200
+    assert "Could not replay" in answer.content.decode()
+    assert "broker down" in answer.content.decode()
+    assert InboxMessage.objects.get().state == "dead"
