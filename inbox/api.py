@@ -495,7 +495,7 @@ class ConsumerTask(Task):
         except DeliveryBusy as busy:
             # Another worker runs its steps; this copy comes back after the
             # lease, to resume them if that worker died. Never buried.
-            raise self.retry(exc=busy, countdown=busy.retry_after) from busy
+            self._come_back(busy, busy.retry_after)
         except StepTakenOver as taken:
             # A newer worker took this one's lapsed lease over: the row is its
             # own, and burying it would mark its running steps dead. As for a
@@ -504,6 +504,28 @@ class ConsumerTask(Task):
             raise self.retry(exc=taken, countdown=lease) from taken
         except Exception as exc:
             self._retry_or_bury(exc, args, kwargs)
+
+    def _come_back(self, exc, countdown):
+        """Send this message again in ``countdown`` seconds at the same
+        attempt, and ack this copy: it never ran the consumer. Celery's
+        retry() would count an attempt, and a delivery held for several
+        leases would leave its copy only a last one."""
+        try:
+            # The request's own options, its retries among them, as retry()
+            # sends them.
+            self.signature_from_request(countdown=countdown).apply_async()
+        except Exception as problem:
+            # As in _retry_or_bury: requeued, never acked unsent.
+            raise Reject(problem, requeue=True) from exc
+        logger.info(
+            "%s[%s] comes back in %g s: %s",
+            self.name,
+            self.request.id,
+            countdown,
+            exc,
+            extra={"task": self.name, "task_id": self.request.id},
+        )
+        raise Ignore() from exc
 
     def _retry_or_bury(self, exc, args, kwargs):
         attempt = self.request.retries + 1

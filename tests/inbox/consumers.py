@@ -66,3 +66,13 @@ def by_event_id(*, payload, headers):
     """Find the message id in the payload: a message without one raises
     before the consumer runs."""
     Widget.objects.create(name=payload["event_id"])
+
+
+@consumer_task("inbox-tests.busy-steps", name="inbox_tests.busy_steps", steps=True)
+def busy_steps(delivery, *, payload, headers):
+    """Log each run that got the delivery, then raise while the file
+    ``payload["fail_while"]`` exists."""
+    with open(payload["runs"], "a") as log:
+        log.write("run\n")
+    if os.path.exists(payload["fail_while"]):
+        raise RuntimeError("busy steps")

@@ -4,9 +4,11 @@ retried, and applied once, or ends dead in the inbox, never acked and lost."""
 import subprocess
 import sys
 import uuid
+from datetime import timedelta
 
 import pytest
 import redis
+from django.utils import timezone
 
 from idempotency.shared.steps.models import UnitRecord
 from inbox import ops
@@ -125,6 +127,41 @@ def test_a_steps_consumer_whose_attempts_run_out_compensates_once_and_is_dead(
     unit = UnitRecord.objects.get()
     assert unit.state == UnitRecord.State.COMPENSATED
     assert "attempts ran out" in unit.reason
+
+
+def test_a_copy_that_finds_the_delivery_busy_keeps_its_attempts(worker, tmp_path):
+    # Another worker holds the delivery's steps for a while (its lease is
+    # live): this copy comes back after each lease. Each of those returns
+    # counted as an attempt, so once the holder died, the copy's first real
+    # run was its last: one failure, and the unit was given up, dead.
+    log, failing = tmp_path / "runs", tmp_path / "failing"
+    failing.touch()
+    InboxMessage.objects.claim_running(
+        "inbox-tests.busy-steps",
+        "m-busy",
+        timezone.now(),
+        timedelta(seconds=4),
+        using="default",
+    )
+    send_task(
+        "inbox_tests.busy_steps",
+        queue=worker.queue,
+        kwargs={
+            "payload": {"runs": str(log), "fail_while": str(failing)},
+            "headers": {"once-message-id": "m-busy"},
+        },
+        broker_url=REDIS_URL,
+    )
+
+    wait_until(
+        lambda: InboxMessage.objects.dead().exists(),
+        "never dead",
+        timeout=60,
+        worker=worker,
+    )
+
+    assert worker.log().count("Another worker holds m-busy") >= 2
+    assert runs(log) == 3  # INBOX["MAX_ATTEMPTS"] runs of the consumer
 
 
 def test_a_worker_with_a_consumer_task_that_would_lose_messages_refuses_to_start():
