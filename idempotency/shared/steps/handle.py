@@ -188,7 +188,7 @@ class Steps:
         (exactly once). ``undo(key, result)``, a module-level function,
         compensates the step if the unit gives up.
         """
-        _check_name(name)
+        _check_name(name, undo=undo is not None)
         undo_path = undo_path_of(undo) if undo is not None else ""
         if self.state in GIVEN_UP:
             raise Abandon(self.reason)
@@ -404,12 +404,19 @@ def _quoted(model, using) -> str:
     return connections[using].ops.quote_name(model._meta.db_table)
 
 
-def _check_name(name) -> None:
+def _check_name(name, *, undo: bool = False) -> None:
     max_length = StepRecord._meta.get_field("name").max_length or 0
     if not isinstance(name, str) or not name or len(name) > max_length:
         raise StepError(
             f"A step's name is a non-empty string of at most {max_length} "
             f"characters, not {name!r}."
+        )
+    if undo and len(UNDO_PREFIX + name) > max_length:
+        # Its undo is stored as a step named "undo:<name>": a longer name
+        # could never be stored, and the unit never compensated.
+        raise StepError(
+            f"A step with an undo has a name of at most "
+            f"{max_length - len(UNDO_PREFIX)} characters, not {len(name)}."
         )
     if name.startswith(UNDO_PREFIX) or "\x00" in name:
         raise StepError(

@@ -240,6 +240,22 @@ def test_step_names_are_checked(name):
     assert calls == []
 
 
+def test_a_step_name_its_undos_name_would_not_fit_is_refused_before_the_call():
+    # Its undo is stored as "undo:<name>": past the column's size the unit
+    # could never be compensated.
+    name = "x" * 196
+    with pytest.raises(handle.StepError, match="at most 195 characters"):
+        start().step(name, charge, undo=refund)
+    assert calls == []
+
+    steps = start()
+    steps.step("x" * 195, charge, undo=refund)
+    steps.step(name, book)  # no undo: the whole column is the name's
+    steps.give_up("declined")
+    assert names()["undo:" + "x" * 195] == "done"
+    assert UnitRecord.objects.get().state == "compensated"
+
+
 def test_each_recovery_point_sends_step_done_after_its_commit():
     heard = []
 
