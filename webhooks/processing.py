@@ -239,7 +239,7 @@ def _run_steps(receipts, receipt, *, last_attempt=False) -> Outcome:
         raise  # a newer worker holds the unit: giving it up is not ours to do
     except Abandon as abandon:
         handle.give_up(abandon.reason)
-        abandoned = f"abandoned and compensated: {abandon.reason}"
+        abandoned = storable.text(f"abandoned and compensated: {abandon.reason}")
     except Exception as exc:
         if last_attempt:
             handle.give_up(f"its attempts ran out: {exc!r}")

@@ -219,6 +219,21 @@ def test_abandon_compensates_once_and_finishes_the_receipt(steps_handler):
     assert UnitRecord.objects.get().state == UnitRecord.State.COMPENSATED
 
 
+def test_an_abandon_reason_a_text_column_refuses_finishes_the_receipt():
+    @on("github", "push", steps=True)
+    def refuse(event):
+        event.step("charge", called("charge"), undo=undo_step)
+        raise Abandon("refused: \x00")
+
+    receipt = new_receipt()
+    assert processing.process(receipt.pk) == processing.Outcome.PROCESSED
+
+    assert calls == ["charge", "undo charge"]
+    receipt.refresh_from_db()
+    assert receipt.last_error == "abandoned and compensated: refused: \\x00"
+    assert UnitRecord.objects.get().state == UnitRecord.State.COMPENSATED
+
+
 def test_the_last_attempt_that_fails_gives_the_unit_up(steps_handler):
     receipt = new_receipt()
     behaviour["fail"] = True

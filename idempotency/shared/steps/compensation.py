@@ -13,7 +13,7 @@ from datetime import timedelta
 from django.db import OperationalError, connections, router, transaction
 from django.utils.module_loading import import_string
 
-from .. import clock, isolation, signals, tracing
+from .. import clock, isolation, signals, storable, tracing
 from .exceptions import (
     CompensationFailed,
     CompensationInProgress,
@@ -105,7 +105,9 @@ def _take(unit_identity, reason, db, lease, attempt) -> UnitRecord | None:
         unit.state = UnitState.COMPENSATING
         unit.attempt += 1
         unit.lease_expires_at = now + lease
-        unit.reason = unit.reason or str(reason)
+        # The reason may hold what a text column refuses (a NUL from an
+        # Abandon's message): kept escaped, or the unit could never give up.
+        unit.reason = unit.reason or storable.text(str(reason))
         unit.error = ""
         unit.updated_at = now
         unit.save()

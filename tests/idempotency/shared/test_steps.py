@@ -369,6 +369,16 @@ def test_giving_up_undoes_the_completed_steps_in_reverse_order_once_each():
     }
 
 
+def test_an_abandon_reason_a_text_column_refuses_is_kept_escaped():
+    steps = start()
+    steps.step("charge", charge, undo=refund)
+    steps.give_up("declined: \x00")
+
+    unit = UnitRecord.objects.get()
+    assert (unit.state, unit.reason) == ("compensated", "declined: \\x00")
+    assert [c[0] for c in calls] == ["charge", "refund"]
+
+
 def test_a_given_up_unit_runs_no_more_steps():
     steps = start()
     steps.step("charge", charge, undo=refund)
