@@ -115,12 +115,16 @@ def _take(unit_identity, reason, db, lease, attempt) -> UnitRecord | None:
 
 
 def _to_undo(unit, db) -> list[StepRecord]:
-    """The completed steps with an undo, the last recovery point first."""
+    """The completed steps with an undo, the last recovery point first.
+
+    By attempt first: the fence stores every step of an attempt before any of
+    the next one's, which may have run on a host whose clock is behind, so
+    finished_at orders only the steps of one attempt."""
     return list(
         StepRecord.objects.using(db)
         .filter(unit=unit, state=StepState.DONE)
         .exclude(undo="")
-        .order_by("-finished_at", "-id")
+        .order_by("-attempt", "-finished_at", "-id")
     )
 
 
@@ -178,7 +182,7 @@ def _close(unit, db) -> None:
             name.removeprefix(UNDO_PREFIX)
             for name in StepRecord.objects.using(db)
             .filter(unit=unit, name__startswith=UNDO_PREFIX)
-            .order_by("finished_at", "id")
+            .order_by("attempt", "finished_at", "id")
             .values_list("name", flat=True)
         ]
         signals.send_on_commit(

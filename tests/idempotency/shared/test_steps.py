@@ -379,6 +379,20 @@ def test_an_abandon_reason_a_text_column_refuses_is_kept_escaped():
     assert [c[0] for c in calls] == ["charge", "refund"]
 
 
+def test_undos_run_in_reverse_order_when_a_later_attempts_clock_is_behind(clock):
+    first = start()
+    first.step("charge", charge, undo=refund)
+    # The retry runs on another host, whose clock is two seconds behind.
+    clock.advance(seconds=-2)
+    retry = start()
+    retry.step("book", book, undo=cancel_booking)
+    calls.clear()
+
+    retry.give_up("declined")
+
+    assert [c[0] for c in calls] == ["cancel", "refund"]
+
+
 def test_a_given_up_unit_runs_no_more_steps():
     steps = start()
     steps.step("charge", charge, undo=refund)
