@@ -2,9 +2,11 @@
 running and compensating units, and recent ones, stay."""
 
 from datetime import timedelta
+from io import StringIO
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
 from django.utils import timezone
 
 from idempotency.shared import retention
@@ -49,6 +51,16 @@ def test_purge_deletes_old_finished_units_with_their_steps(units):
         "old-compensating",
         "recent-done",
     }
+
+
+def test_the_purge_counts_units_not_their_step_rows(units):
+    out = StringIO()
+    call_command("purge_idempotency", "--dry-run", "--only=units", stdout=out)
+    assert "units: would delete 2" in out.getvalue()
+
+    out = StringIO()
+    call_command("purge_idempotency", "--only=units", "--batch-size=1", stdout=out)
+    assert "units: deleted 2" in out.getvalue()
 
 
 def test_a_unit_retention_shorter_than_its_owners_is_refused(units, settings):
