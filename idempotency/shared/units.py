@@ -30,10 +30,16 @@ WEBHOOKS = "webhooks"
 INTENT_STEP = "once:intent"
 
 
+# What joins the parts before they are hashed.
+SEPARATOR = "\x1f"
+
+
 def _digest(parts: tuple[str, ...]) -> str:
-    # The unit separator cannot appear in a header-borne key or a message id
-    # the apps accept, so distinct parts never hash alike.
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+    # The separator cannot appear in a header-borne key, nor in a step's name
+    # (derive() refuses it): what follows the last one is the step, so two
+    # units of one subscriber or source never derive the same key, even where
+    # a message or delivery id holds it.
+    return hashlib.sha256(SEPARATOR.join(parts).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,12 @@ class Unit:
     def derive(self, step: str) -> str:
         """A key for the downstream call ``step``: the same on every retry and
         redelivery of this unit, different for any other unit."""
+        if SEPARATOR in step:
+            # Else ("m", step "a\x1fb") would derive the key of message
+            # "m\x1fa"'s step "b": another unit's downstream call.
+            raise ValueError(
+                f"A step's name cannot hold the unit separator (\\x1f): {step!r}."
+            )
         # Keys hash (scope, operation, key, step) as 0.1 did, so keys derived
         # before units existed stay the same; the other kinds name themselves.
         prefix = self.parts if self.kind == KEYS else (self.kind, *self.parts)

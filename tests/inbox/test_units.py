@@ -66,6 +66,14 @@ def test_derived_keys_differ_across_subscribers_messages_and_kinds():
     assert len(keys) == 5
 
 
+def test_a_step_name_holding_the_separator_cannot_derive_another_messages_key():
+    # Message ids may hold \x1f: message "m1\x1fa"'s step "b" and message
+    # "m1"'s step "a\x1fb" would hash the same parts.
+    other = units.Unit(units.INBOX, ("stock", "m1\x1fa")).derive("b")
+    with receive("stock", "m1") as delivery, pytest.raises(ValueError, match="sep"):
+        assert delivery.derive("a\x1fb") != other
+
+
 def test_a_message_without_an_intent_starts_its_own():
     with receive("stock", "m1") as delivery:
         assert delivery.intent == delivery.unit.derive(units.INTENT_STEP)

@@ -19,7 +19,7 @@ from django.utils.module_loading import import_string
 
 from .. import clock, signals, storable, tracing
 from ..inserts import insert_or_update, insert_shape
-from ..units import Unit
+from ..units import SEPARATOR, Unit
 from .exceptions import (
     Abandon,
     StepError,
@@ -418,10 +418,11 @@ def _check_name(name, *, undo: bool = False) -> None:
             f"A step with an undo has a name of at most "
             f"{max_length - len(UNDO_PREFIX)} characters, not {len(name)}."
         )
-    if name.startswith(UNDO_PREFIX) or "\x00" in name:
+    if name.startswith(UNDO_PREFIX) or "\x00" in name or SEPARATOR in name:
         raise StepError(
             f"Step {name!r}: names starting with {UNDO_PREFIX!r} are the "
-            "compensations' own, and a NUL cannot be stored."
+            "compensations' own, a NUL cannot be stored, and the unit "
+            "separator (\\x1f) would derive another unit's key."
         )
 
 

@@ -233,7 +233,9 @@ def test_a_closure_undo_is_refused():
         start().step("charge", charge, undo=local_refund)
 
 
-@pytest.mark.parametrize("name", ["", "undo:charge", "x" * 201, "a\x00b", 3])
+@pytest.mark.parametrize(
+    "name", ["", "undo:charge", "x" * 201, "a\x00b", "a\x1fb", 3], ids=repr
+)
 def test_step_names_are_checked(name):
     with pytest.raises(handle.StepError):
         start().step(name, charge)
