@@ -54,8 +54,9 @@ class InboxMessageAdmin(console.ReadOnlyAdmin):
     def replay(self, request, queryset):
         # The same task id and arguments, so the same message id: a second
         # replay, or a click on a row applied meanwhile, applies nothing twice.
+        dead = list(queryset.dead())
         sent, error = [], None
-        for message in queryset.dead():
+        for message in dead:
             try:
                 sent += ops.replay([message])
             except Exception as exc:  # the broker is unreachable
@@ -79,4 +80,19 @@ class InboxMessageAdmin(console.ReadOnlyAdmin):
                 _("Could not replay the others, which stay dead: %(error)s")
                 % {"error": error},
                 messages.ERROR,
+            )
+        elif left := len(dead) - len(sent):
+            self.message_user(
+                request,
+                ngettext(
+                    "%(count)d was left dead: its arguments were not kept, or "
+                    "its steps were compensated when its attempts ran out. "
+                    "Resend it from its producer.",
+                    "%(count)d were left dead: their arguments were not kept, "
+                    "or their steps were compensated when their attempts ran "
+                    "out. Resend them from their producer.",
+                    left,
+                )
+                % {"count": left},
+                messages.WARNING,
             )

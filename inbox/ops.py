@@ -11,6 +11,8 @@ from idempotency.console.panels import (
     changelist_url,
     in_state,
 )
+from idempotency.shared import units
+from idempotency.shared.steps.models import UnitRecord
 
 from .conf import checked_retention
 from .models import InboxMessage
@@ -48,13 +50,22 @@ def replay(messages, *, connection=None) -> list[InboxMessage]:
     The same task id and arguments, so the same message id: the first run
     that commits takes the dead row over, and a second replay of it is a
     duplicate. A row applied meanwhile, or without a redrive (arguments
-    that were not JSON), is skipped.
+    that were not JSON), is skipped; so is a steps consumer's message whose
+    unit gave up (its last attempt compensated its steps): its run would
+    find every step abandoned and apply nothing. Resend that one from its
+    producer, as a new message.
     """
+    messages = [
+        message
+        for message in messages
+        if message.state == InboxMessage.State.DEAD and message.redrive
+    ]
+    given_up = _given_up(messages)
     sent = []
     for message in messages:
-        redrive = message.redrive
-        if message.state != InboxMessage.State.DEAD or not redrive:
+        if _unit(message).identity in given_up:
             continue
+        redrive = message.redrive
         current_app.send_task(
             redrive["task"],
             redrive["args"],
@@ -66,3 +77,17 @@ def replay(messages, *, connection=None) -> list[InboxMessage]:
         )
         sent.append(message)
     return sent
+
+
+def _unit(message) -> units.Unit:
+    return units.Unit(units.INBOX, (message.subscriber, message.message_id))
+
+
+def _given_up(messages) -> set[str]:
+    """The identities of the messages' units that gave up (compensated)."""
+    return set(
+        UnitRecord.objects.filter(
+            pk__in=[_unit(message).identity for message in messages],
+            state__in=(UnitRecord.State.COMPENSATING, UnitRecord.State.COMPENSATED),
+        ).values_list("pk", flat=True)
+    )

@@ -7,6 +7,8 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from idempotency.shared import retention
+from idempotency.shared.steps.models import UnitRecord
+from idempotency.shared.units import INBOX, Unit
 from inbox.models import InboxMessage
 
 pytestmark = pytest.mark.django_db
@@ -135,3 +137,37 @@ def test_a_replay_while_the_broker_is_down_says_so_and_keeps_the_message_dead(
     assert "Could not replay" in answer.content.decode()
     assert "broker down" in answer.content.decode()
     assert InboxMessage.objects.get().state == "dead"
+
+
+def test_replay_leaves_a_message_whose_steps_were_compensated_dead_and_says_so(
+    client, make_user
+):
+    row = message("m3")
+    InboxMessage.objects.filter(pk=row.pk).update(
+        state="dead", redrive={"task": "t", "id": "m3", "args": [], "kwargs": {}}
+    )
+    # Its last attempt gave its unit up: a replay would apply nothing.
+    now = timezone.now()
+    UnitRecord.objects.create(
+        id=Unit(INBOX, ("shop", "m3")).identity,
+        kind=INBOX,
+        intent="i",
+        state="compensated",
+        created_at=now,
+        updated_at=now,
+    )
+    operator = make_user("operator", is_staff=True)
+    for codename in ("view_inboxmessage", "replay_inboxmessage"):
+        operator.user_permissions.add(Permission.objects.get(codename=codename))
+    client.force_login(operator)
+
+    response = client.post(
+        "/admin/inbox/inboxmessage/",
+        {"action": "replay", "_selected_action": [row.pk]},
+        follow=True,
+    )
+
+    said = [str(m) for m in response.context["messages"]]
+    assert said[0] == "Replayed 0 messages."
+    assert said[1].startswith("1 was left dead")
+    assert InboxMessage.objects.get(pk=row.pk).state == "dead"

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import transaction
+from kombu import Connection
 
 from idempotency.shared import clock as shared_clock
 from idempotency.shared.steps import Abandon, StepInTransaction, StepTakenOver
@@ -15,6 +16,7 @@ from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.testing.clock import controlled_clock
 from idempotency.shared.testing.crashes import SimulatedCrash
 from idempotency.shared.testing.steps import step_kills
+from inbox import ops
 from inbox.api import receive, receive_steps
 from inbox.conf import inbox_settings
 from inbox.exceptions import DeliveryBusy, StepsNotClaimed
@@ -226,6 +228,31 @@ def test_the_last_attempt_that_fails_gives_the_unit_up():
     unit = UnitRecord.objects.get()
     assert unit.state == UnitRecord.State.COMPENSATED
     assert "attempts ran out" in unit.reason
+
+
+def test_a_dead_message_whose_unit_gave_up_is_not_replayed():
+    # Its last attempt compensated its steps, then ConsumerTask buried it.
+    with pytest.raises(RuntimeError):
+        consume("m1", fail=True, last_attempt=True)
+    redrive = {"task": "shipping", "id": "m1", "args": [], "kwargs": {}}
+    InboxMessage.objects.bury(
+        "shipping",
+        "m1",
+        shared_clock.now(),
+        attempts=3,
+        error="RuntimeError('the mailer is down')",
+        redrive={**redrive, "headers": {}, "queue": None},
+        using="default",
+    )
+    calls.clear()
+
+    # A replay would find every step abandoned and mark it applied with
+    # nothing applied: the console leaves it dead instead.
+    with Connection("memory://") as connection:
+        assert ops.replay([row()], connection=connection) == []
+    assert row().state == InboxMessage.State.DEAD
+    assert consume("m1") is None  # what the replay's run would have done
+    assert calls == []
 
 
 def test_a_step_of_a_delivery_claimed_in_one_transaction_is_refused():
