@@ -107,6 +107,14 @@ def view_options(
             raise IdempotencyConfigurationError(
                 f"{label(name)} is {value!r}; use True or False."
             )
+    if mode == STEPS and not required:
+        # A keyless request has no unit: its view could run no step (no
+        # request.idempotency), and none would resume on a retry.
+        raise IdempotencyConfigurationError(
+            f"{label('required')} is {required!r}, but a steps-mode view needs "
+            "a key: without one its steps have no unit to resume. Require the "
+            "key, or use mode 'lease'."
+        )
     return {
         "required": required,
         "allow_anonymous": allow_anonymous,

@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 
 from idempotency.claims import Claim
+from idempotency.decorators import idempotent
 from idempotency.exceptions import IdempotencyConfigurationError
 from idempotency.models import IdempotencyRecord
 from idempotency.shared.steps.models import StepRecord, UnitRecord
@@ -148,6 +149,16 @@ def test_a_views_ttl_longer_than_unit_retention_is_refused_before_any_step(
     assert not IdempotencyRecord.objects.exists()
     assert not UnitRecord.objects.exists()
     assert provider.calls == 0
+
+
+def test_a_steps_view_that_does_not_require_a_key_is_refused_where_it_is_built():
+    # A keyless request would run the view with no unit: its first step, or
+    # its Abandon, answered 500.
+    with pytest.raises(IdempotencyConfigurationError, match="needs a key"):
+        steps_views.PaymentView.as_view(idempotency_required=False)
+    with pytest.raises(IdempotencyConfigurationError, match="The required of 'op'"):
+        idempotent("op", mode="steps", required=False)(lambda request: None)
+    idempotent("op", mode="lease", required=False)(lambda request: None)
 
 
 def test_a_decorated_steps_views_ttl_is_compared_with_unit_retention(settings):
