@@ -4,7 +4,7 @@ import operator
 from datetime import timedelta
 from functools import partial, reduce
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import display_for_value
 from django.db import transaction
@@ -16,6 +16,8 @@ from django.utils.translation import gettext, ngettext, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from idempotency.console import admin as console
+from idempotency.shared.steps.models import UnitRecord
+from idempotency.shared.units import WEBHOOKS, Unit
 
 from . import signals, sources
 from .conf import webhooks_settings
@@ -24,6 +26,8 @@ from .models import WebhookReceipt, WebhookRejection
 from .verifiers.base import EARLIEST_EVENT_TIME, LATEST_EVENT_TIME, stored_event_time
 
 State = WebhookReceipt.State
+# Units looked up per query when a replay checks which receipts gave up.
+GIVEN_UP_BATCH = 1000
 
 
 class SourceFilter(admin.SimpleListFilter):
@@ -206,10 +210,14 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
         # other finds it held or received. A received receipt is only enqueued
         # again; processing locks it and skips it once processed, so its
         # handlers still run once.
+        # A receipt whose steps were compensated (its last attempt gave its
+        # unit up) would run no step: it would end processed, applying nothing.
+        given_up = _given_up(queryset.filter(state=State.FAILED))
         replayed = _reopen(
             request,
             queryset,
             Q(state__in=WebhookReceipt.REPLAYABLE),
+            ~Q(pk__in=given_up),
             log="Replayed webhook receipt (enqueued again).",
             forced=False,
         )
@@ -228,6 +236,21 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
                 "count",
             ),
         )
+        if given_up:
+            self.message_user(
+                request,
+                ngettext(
+                    "%(count)d failed receipt was left failed: its steps were "
+                    "compensated when its attempts ran out, so a replay would "
+                    "apply nothing. Have the provider send the event again.",
+                    "%(count)d failed receipts were left failed: their steps were "
+                    "compensated when their attempts ran out, so a replay would "
+                    "apply nothing. Have the provider send the events again.",
+                    len(given_up),
+                )
+                % {"count": len(given_up)},
+                messages.WARNING,
+            )
 
     @admin.action(
         permissions=["reprocess"],
@@ -289,6 +312,24 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
                 "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             },
         )
+
+
+def _given_up(receipts) -> list[int]:
+    """The ids of ``receipts`` whose unit of steps gave up (compensated)."""
+    by_identity = {
+        Unit(WEBHOOKS, (source, delivery_id)).identity: pk
+        for pk, source, delivery_id in receipts.values_list(
+            "pk", "source", "delivery_id"
+        )
+    }
+    identities = list(by_identity)
+    given_up: list[str] = []
+    for start in range(0, len(identities), GIVEN_UP_BATCH):
+        given_up += UnitRecord.objects.filter(
+            pk__in=identities[start : start + GIVEN_UP_BATCH],
+            state__in=(UnitRecord.State.COMPENSATING, UnitRecord.State.COMPENSATED),
+        ).values_list("pk", flat=True)
+    return [by_identity[identity] for identity in given_up]
 
 
 def _reopen(

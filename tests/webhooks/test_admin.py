@@ -10,6 +10,8 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.utils import timezone
 
+from idempotency.shared.steps.models import UnitRecord
+from idempotency.shared.units import WEBHOOKS, Unit
 from tests.conftest import run_concurrently
 from webhooks import processing
 from webhooks.models import WebhookReceipt, WebhookRejection
@@ -159,6 +161,49 @@ def test_replay_processes_failed_and_received_once_and_skips_processed(
 
     act("replay", failed, waiting, done)  # a double click
     assert sorted(ran) == ["d1", "d2"]
+
+
+def ship(key):
+    shipped.append(key)
+
+
+shipped: list[str] = []
+
+
+@pytest.mark.django_db(transaction=True)  # steps commit on their own
+def test_replay_leaves_failed_a_receipt_whose_steps_were_compensated(
+    client, operator, handler_registry, act
+):
+    shipped.clear()
+
+    @handler_registry.on("github", "push", steps=True)
+    def push(event):
+        event.step("ship", ship)
+
+    gave_up, failed = receipt("d1", "failed"), receipt("d2", "failed")
+    # d1's last attempt gave its unit up: a replay would find every step
+    # abandoned, mark it processed and apply nothing.
+    now = timezone.now()
+    UnitRecord.objects.create(
+        id=Unit(WEBHOOKS, ("github", "d1")).identity,
+        kind=WEBHOOKS,
+        intent="i",
+        state="compensated",
+        reason="its attempts ran out",
+        created_at=now,
+        updated_at=now,
+    )
+    grant(operator, "replay_webhookreceipt")
+    client.force_login(operator)
+
+    answer = act("replay", gave_up, failed)
+
+    assert shipped == [Unit(WEBHOOKS, ("github", "d2")).derive("ship")]
+    text = answer.content.decode()
+    assert "Replayed 1 receipt." in text
+    assert "1 failed receipt was left failed: its steps were compensated" in text
+    gave_up.refresh_from_db()
+    assert gave_up.state == "failed"
 
 
 def test_force_reprocess_needs_the_stricter_permission(client, operator, ran, act):
