@@ -94,9 +94,15 @@ def _take(unit_identity, reason, db, lease, attempt) -> UnitRecord | None:
         live = unit.lease_expires_at is not None and unit.lease_expires_at > now
         if unit.state == UnitState.COMPENSATING and live:
             raise CompensationInProgress(f"{unit} is being compensated right now.")
-        if unit.state == UnitState.RUNNING and live and unit.attempt != attempt:
-            if attempt is not None:
-                raise StepTakenOver(f"A newer attempt holds {unit}.")
+        if (
+            unit.state == UnitState.RUNNING
+            and attempt is not None
+            and unit.attempt != attempt
+        ):
+            # Fenced out, lease live or not: a newer attempt joined, or an
+            # operator released the unit for the next retry to resume.
+            raise StepTakenOver(f"A newer attempt holds {unit}.")
+        if unit.state == UnitState.RUNNING and live and attempt is None:
             raise UnitRunning(
                 f"{unit} is running and its lease is live until "
                 f"{unit.lease_expires_at:%Y-%m-%d %H:%M:%S}: release or abandon "

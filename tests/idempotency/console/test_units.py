@@ -7,7 +7,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from idempotency.shared.steps import begin
+from idempotency.shared.steps import StepTakenOver, begin
 from idempotency.shared.steps.models import StepRecord, UnitRecord
 from idempotency.shared.units import INBOX, KEYS, Unit
 
@@ -124,6 +124,26 @@ def test_release_clears_a_lapsed_lease_fences_the_old_worker_and_is_safe_twice(
     assert "Released 0 units." in second.content.decode()
     assert LogEntry.objects.count() == 1
     assert client.get(CHANGELIST + "?lease=released").context["cl"].result_count == 1
+
+
+def test_a_released_units_old_worker_cannot_give_it_up(client, staff):
+    unit = Unit(KEYS, ("user:1", "payment.create", "hung"))
+    old = begin(unit, "payment.create hung", lease=LEASE)
+    old.step("charge", lambda key: {"charge": "ch_1"}, undo=refund)
+    lapse(UnitRecord.objects.get())
+    grant(staff, "release_unitrecord")
+    client.force_login(staff)
+    act(client, "release_units", UnitRecord.objects.get())
+
+    # The hung worker wakes and gives up: the operator released the unit for
+    # its next retry to resume, so the fenced-out worker writes nothing.
+    with pytest.raises(StepTakenOver):
+        old.give_up("declined")
+
+    assert refunds == []
+    row = UnitRecord.objects.get()
+    assert (row.state, row.attempt) == ("running", 2)
+    assert begin(unit, "payment.create hung", lease=LEASE).done("charge")
 
 
 def test_abandon_needs_its_permission(client, staff):
