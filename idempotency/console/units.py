@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext_lazy
 
 from ..shared import clock, units
-from ..shared.steps import StepError, compensate
+from ..shared.steps import CompensationFailed, StepError, compensate
 from ..shared.steps.models import StepRecord, UnitRecord
 from . import admin as console
 from .panels import Panel, in_state, stuck_leases
@@ -189,6 +189,13 @@ class UnitAdmin(console.ReadOnlyAdmin):
             try:
                 if compensate(unit.pk, reason, using=queryset.db):
                     abandoned.append(unit)
+            except CompensationFailed as exc:
+                # Undos before the failing one ran on this click: logged, with
+                # the operator, like a compensation that finished.
+                console.log_action(
+                    request, [unit], f"Abandoned unit; its compensation stopped: {exc}"
+                )
+                refused.append(f"{unit.label}: {exc.detail}")
             except StepError as exc:
                 refused.append(f"{unit.label}: {exc.detail}")
         console.log_action(request, abandoned, "Abandoned unit (compensated).")

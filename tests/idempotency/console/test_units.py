@@ -158,6 +158,31 @@ def test_abandon_needs_its_permission(client, staff):
     assert refunds == []
 
 
+def failing_refund(key, result):
+    refunds.append((key, result))
+    raise ConnectionError("provider down")
+
+
+def test_an_abandon_whose_undo_fails_midway_is_logged_with_the_operator(client, staff):
+    unit = Unit(KEYS, ("user:1", "payment.create", "partial"))
+    steps = begin(unit, "payment.create partial", lease=LEASE)
+    steps.step("charge", lambda key: "ch_1", undo=failing_refund)
+    steps.step("book", lambda key: "bk_1", undo=refund)
+    row = UnitRecord.objects.get()
+    lapse(row)
+    grant(staff, "abandon_unitrecord")
+    client.force_login(staff)
+
+    answer = act(client, "abandon_units", row)
+
+    # The booking was cancelled by this click before the refund failed.
+    assert [result for _key, result in refunds] == ["bk_1", "ch_1"]
+    assert "provider down" in answer.content.decode()
+    entry = LogEntry.objects.get()
+    assert (entry.user, entry.object_id) == (staff, row.pk)
+    assert "provider down" in entry.change_message
+
+
 def test_abandon_compensates_a_stuck_unit_once_logs_and_is_safe_twice(client, staff):
     stuck, live = unit_with_steps("stuck"), unit_with_steps("live")
     lapse(stuck)
