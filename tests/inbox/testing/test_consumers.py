@@ -125,3 +125,22 @@ def test_a_consumer_with_no_effect_cannot_be_checked():
 def test_crash_checks_refuse_to_run_inside_a_test_transaction():
     with pytest.raises(CannotCheck, match="needs committed transactions"):
         consumers.check_crash_before_ack(widgets(make_widget))
+
+
+def test_a_consumer_that_makes_nothing_durable_cannot_be_checked_for_a_crash():
+    """A consumer deduplicating in the cache and acting outside the database
+    has no durable point for the kit to die at: the crash case proves nothing
+    about it, so it must say so instead of passing."""
+    from django.core.cache import cache
+
+    sent = []
+
+    def dedupes_in_the_cache(*, headers, **kwargs):
+        if cache.add(f"seen:{headers['once-message-id']}", True):
+            sent.append(headers["once-message-id"])
+
+    consumer = Consumer(dedupes_in_the_cache, "nothing.durable", {}, lambda: len(sent))
+    consumers.check_redelivery(consumer)  # the cache dedupes a redelivery
+
+    with pytest.raises(CannotCheck, match="made nothing durable"):
+        consumers.check_crash_anywhere(consumer)
