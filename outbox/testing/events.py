@@ -32,6 +32,7 @@ from idempotency.shared.testing.crashes import (
     require_committed_transactions,
 )
 from idempotency.shared.testing.messages import Message, call_with_task_kwargs
+from idempotency.shared.testing.steps import growth
 
 from ..conf import DEBEZIUM, outbox_settings
 from ..models import OutboxMessage
@@ -295,7 +296,16 @@ def _run(act, effects, kinds, crash_at=None, when=AFTER):
         post_save.disconnect(saved, sender=OutboxMessage)
     table = OutboxMessage.objects.db_manager(router.db_for_write(OutboxMessage))
     committed = table.filter(pk__in=recorded).values_list("pk", flat=True)
-    return points, g.measure(effects) - before, [str(pk) for pk in committed]
+    return points, _moved(before, g.measure(effects)), [str(pk) for pk in committed]
+
+
+def _moved(before, after):
+    """How much the state moved: a number, or by name the effects that moved
+    when ``effects()`` counts several (empty, so false, when none did)."""
+    moved = growth(before, after)
+    if isinstance(moved, dict):
+        return {name: value for name, value in moved.items() if value}
+    return moved
 
 
 def _die_once(act, effects, kinds, number, when) -> str | None:

@@ -4,6 +4,7 @@ import uuid
 from contextlib import suppress
 
 import pytest
+from django.core import mail
 from django.db import transaction
 
 from idempotency.shared.testing.guarantees import CannotCheck
@@ -117,6 +118,36 @@ def test_an_event_recorded_on_commit_is_lost_when_the_process_dies_between(api):
         "by 1) and no event committed" in message
     )
     assert "never in on_commit() or with require_transaction=False" in message
+
+
+def orders_and_mails():
+    """One count per effect, as the suites take them (the demo mails nothing:
+    a count that must not move)."""
+    return {"orders": Order.objects.count(), "mails": len(mail.outbox)}
+
+
+def test_the_demo_order_and_its_event_commit_together_counted_per_effect(api):
+    check_state_and_event_commit_together(
+        placing_orders(api), orders_and_mails, event_types=["order.created"]
+    )
+
+
+@BROKEN_URLS
+def test_an_event_recorded_on_commit_is_named_when_counted_per_effect(api):
+    def widgets_and_mails():
+        return {"widgets": widget_count(), "mails": len(mail.outbox)}
+
+    message = broken_message(
+        check_state_and_event_commit_together,
+        sending(api, "/broken/event-on-commit/"),
+        widgets_and_mails,
+    )
+
+    assert "died just after durable point 1: COMMIT of " in message
+    assert "the state changed (effects moved by {'widgets': 1}) and no event" in (
+        message
+    )
+    assert "died just before durable point 1" not in message  # neither moved
 
 
 def test_an_event_recorded_before_its_change_commits_without_it():
