@@ -36,8 +36,11 @@ class CannotCheck(AssertionError):
 
 
 def measure(effects) -> Any:
-    """Read ``effects()``; None (an empty table's Sum) counts as 0."""
+    """Read ``effects()``; None (an empty table's Sum) counts as 0, in a dict
+    of counts (one per effect) too."""
     value = effects()
+    if isinstance(value, dict):
+        return {name: 0 if count is None else count for name, count in value.items()}
     return 0 if value is None else value
 
 

@@ -3,6 +3,7 @@
 from dataclasses import replace
 
 import pytest
+from django.db.models import Sum
 
 from idempotency.shared.testing.guarantees import CannotCheck
 from inbox.api import consumer
@@ -144,3 +145,16 @@ def test_a_consumer_that_makes_nothing_durable_cannot_be_checked_for_a_crash():
 
     with pytest.raises(CannotCheck, match="made nothing durable"):
         consumers.check_crash_anywhere(consumer)
+
+
+@pytest.mark.parametrize("check", consumers.CONSUMER_CHECKS, **BY_NAME)
+def test_a_sum_of_an_empty_table_counts_as_0_in_one_count_per_effect(check):
+    """The documented count, a Sum (None on an empty table), inside the dict
+    of one count per effect: None counts as 0 there too."""
+
+    def per_effect():
+        total = Stock.objects.aggregate(total=Sum("reserved"))["total"]
+        return {"reserved": total, "widgets": widget_count()}
+
+    payload = {"order": 1, "sku": "BOOK-1", "quantity": 2}
+    check(Consumer(reserve_stock, "order.created", payload, per_effect))
