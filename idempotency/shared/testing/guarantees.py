@@ -3,6 +3,7 @@ writes its own guarantees, one sentence each."""
 
 import json
 from collections.abc import Iterable
+from numbers import Number
 from typing import Any
 
 # How much of a body a failure message shows.
@@ -40,8 +41,18 @@ def measure(effects) -> Any:
     of counts (one per effect) too."""
     value = effects()
     if isinstance(value, dict):
-        return {name: 0 if count is None else count for name, count in value.items()}
-    return 0 if value is None else value
+        counts = {name: 0 if count is None else count for name, count in value.items()}
+    else:
+        counts = {"": 0 if value is None else value}
+    if not all(isinstance(count, Number) for count in counts.values()):
+        # Rows (a QuerySet) never read equal twice: every case would blame
+        # the code under test for the kit's misuse.
+        raise TypeError(
+            "effects() must return a number, or a dict of numbers, that grows "
+            f"with the business effect; it returned {value!r}: count it, e.g. "
+            "Order.objects.count()"
+        )
+    return counts if isinstance(value, dict) else counts[""]
 
 
 def broken(guarantee: str, *evidence: str) -> GuaranteeBroken:

@@ -13,6 +13,7 @@ from django.test import Client
 from idempotency.shared.testing.guarantees import CannotCheck
 from idempotency.testing import endpoints
 from idempotency.testing.endpoints import Endpoint
+from tests.testapp.models import Widget
 from tests.testing.helpers import broken_message, new_widget, widget_count
 
 pytestmark = [
@@ -451,4 +452,19 @@ def test_a_case_missing_its_precondition_says_which():
     assert str(caught.value) == (
         "The proof kit cannot run 'scoped-downstream-key': it needs the view to "
         f"call downstream, and alice's request never called {CHARGE}"
+    )
+
+
+def test_an_effects_that_is_not_a_count_is_refused_readably():
+    """effects() returning the rows instead of counting them (a QuerySet:
+    two readings never compare equal) is the kit's misuse, not the view's
+    broken guarantee."""
+    endpoint = replace(widgets(), effects=lambda: Widget.objects.all())
+
+    with pytest.raises(TypeError) as refused:
+        endpoints.check_lost_response(endpoint)
+
+    assert str(refused.value).startswith(
+        "effects() must return a number, or a dict of numbers, that grows with "
+        "the business effect; it returned <QuerySet"
     )
