@@ -423,20 +423,24 @@ class _FailedAttempt:
             self.case.endpoint.describe(self.key),
             f"failure: {self.failure.where}; the attempt {self.outcome}",
         )
-        if self.failed != self.before:
-            problems.append(
-                "the failed attempt left its effect: "
-                + g.change(self.before, self.failed, self.before)
-            )
         if _replayed(retry):
             problems.append("the retry got the failed attempt's answer, replayed")
         elif not _ran(retry):
             problems.append("the retry did not run")
-        if not problems:
+        else:
+            # Judged on the end: an effect the failed attempt kept by design
+            # (a step's recovery point, a call downstream that dedupes on its
+            # derived key) is fine when the retry does not repeat it.
             problems += [
-                f"the retry: {verdict}"
-                for verdict in each_once(self.failed, after, self.delta)
+                f"after the retry: {verdict}"
+                for verdict in each_once(self.before, after, self.delta)
             ]
+        if problems and self.failed != self.before:
+            problems.insert(
+                0,
+                "the failed attempt left its effect: "
+                + g.change(self.before, self.failed, self.before),
+            )
         answered = self.answered
         if answered is not None and _succeeded(answered):
             # Whatever happened next, the client was told it worked.
@@ -666,17 +670,19 @@ def check_derived_key(endpoint: Endpoint) -> None:
             f"the retry called {endpoint.downstream} with another key: "
             f"{first_key!r}, then {calls[1]!r}; the provider sees two requests"
         )
-    if died != before:
-        problems.append(
-            "the attempt that died left a local effect: "
-            + g.change(before, died, before)
-        )
     if not _ran(retry):
-        problems.append(f"the retry did not complete: {g.answer(retry)}")
+        ended = [f"the retry did not complete: {g.answer(retry)}"]
     else:
-        problems += [
-            f"the retry: {verdict}" for verdict in each_once(died, after, delta)
+        # Judged on the end: the charge the dead attempt made downstream is
+        # kept, and the retry's call with the same key must not repeat it.
+        ended = [
+            f"after the retry: {verdict}" for verdict in each_once(before, after, delta)
         ]
+    if ended and died != before:
+        problems.append(
+            "the attempt that died left its effect: " + g.change(before, died, before)
+        )
+    problems += ended
     problems.raise_if_any()
 
 

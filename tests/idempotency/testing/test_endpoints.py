@@ -13,6 +13,7 @@ from django.test import Client
 from idempotency.shared.testing.guarantees import CannotCheck
 from idempotency.testing import endpoints
 from idempotency.testing.endpoints import Endpoint
+from tests.testapp.downstream import provider
 from tests.testapp.models import Widget
 from tests.testing.helpers import broken_message, new_widget, widget_count
 
@@ -252,6 +253,37 @@ def test_a_downstream_key_made_per_attempt_charges_twice():
     )
     assert f"the retry called {CHARGE} with another key" in message
     assert "the provider sees two requests" in message
+
+
+def charges_taken():
+    """The provider's charges: money taken, the effect a client cares about."""
+    return len(provider.charges)
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        endpoints.check_failed_attempt,
+        endpoints.check_failure_at_completion,
+        endpoints.check_derived_key,
+    ],
+    **BY_NAME,
+)
+def test_a_charge_kept_by_a_failed_attempt_and_deduplicated_on_retry_holds(check):
+    """The charge a failed (or dead) attempt made stays at the provider, and
+    the retry's call with the same derived key does not repeat it: one charge
+    in the end, which is what the guarantee asks."""
+    check(replace(charges(), effects=charges_taken))
+
+
+def test_a_charge_per_attempt_counted_at_the_provider_is_charged_twice():
+    endpoint = replace(charges("/broken/underived-charge/"), effects=charges_taken)
+
+    message = broken_message(endpoints.check_derived_key, endpoint)
+
+    assert "the attempt that died left its effect: effects went" in message
+    assert "after the retry: the effect was applied twice" in message
+    assert f"the retry called {CHARGE} with another key" in message
 
 
 def test_the_clients_own_key_handed_downstream_is_reported():

@@ -39,6 +39,25 @@ def test_the_case_holds_for_the_payment_view(fakes):
     )
 
 
+@pytest.mark.parametrize(
+    "check",
+    [endpoints.check_failed_attempt, endpoints.check_failure_at_completion],
+    ids=lambda check: check.__name__,
+)
+def test_a_failed_attempt_keeps_its_done_steps_and_the_retry_resumes(fakes, check):
+    """A steps-mode view failing after its steps keeps their effects by
+    design (each step's recovery point committed); its retry resumes past
+    them, so each effect happens once in the end."""
+
+    def effects():
+        return {
+            "charge": fakes.effects.count("charge"),
+            "payment": Payment.objects.count(),
+        }
+
+    check(Endpoint(url="/t/payments/", payload=payment, effects=effects))
+
+
 def test_the_case_catches_a_view_that_mails_outside_its_steps(fakes):
     def effects():
         return {name: fakes.effects.count(name) for name in ("charge", "mail")}
