@@ -260,6 +260,12 @@ def charges_taken():
     return len(provider.charges)
 
 
+def test_a_late_retry_runs_as_new_though_the_provider_dedupes_its_charge():
+    """Past the TTL the view runs again, and derives the same downstream key:
+    the provider answers with the first charge instead of taking another."""
+    endpoints.check_expiry(replace(charges(), effects=charges_taken))
+
+
 @pytest.mark.parametrize(
     "check",
     [

@@ -58,6 +58,21 @@ def test_a_failed_attempt_keeps_its_done_steps_and_the_retry_resumes(fakes, chec
     check(Endpoint(url="/t/payments/", payload=payment, effects=effects))
 
 
+def test_a_late_retry_of_the_payment_view_runs_as_new(fakes):
+    """Past the TTL the view runs again: a new payment, while the provider
+    answers the charge step's same derived key with the first charge."""
+
+    def effects():
+        return {
+            "charge": fakes.effects.count("charge"),
+            "payment": Payment.objects.count(),
+        }
+
+    endpoints.check_expiry(
+        Endpoint(url="/t/payments/", payload=payment, effects=effects)
+    )
+
+
 def test_the_case_catches_a_view_that_mails_outside_its_steps(fakes):
     def effects():
         return {name: fakes.effects.count(name) for name in ("charge", "mail")}
