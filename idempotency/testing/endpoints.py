@@ -232,8 +232,15 @@ def check_race(endpoint: Endpoint) -> None:
             "the race needs concurrent writers and row locks (PostgreSQL); "
             "SQLite runs one writer at a time"
         )
-    delta = case.one_effect()
     count = endpoint.concurrency
+    if count < 2:
+        # One request races nothing: a check-then-act view would pass.
+        raise g.CannotCheck(
+            case.name,
+            f"concurrency is {count}; leave it at 8 or raise it.",
+            precondition="at least 2 requests at once",
+        )
+    delta = case.one_effect()
     clients = [case.client() for _ in range(count)]
     key = case.key()
 

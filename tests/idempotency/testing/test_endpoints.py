@@ -139,6 +139,21 @@ def test_an_unguarded_view_runs_again_after_a_lost_response():
 
 
 @pytest.mark.postgresql
+@pytest.mark.parametrize("concurrency", [1, 0])
+def test_a_race_of_fewer_than_two_requests_cannot_run(concurrency):
+    """One request races nothing: the check-then-act view would pass."""
+    endpoint = widgets("/broken/check-then-act/", concurrency=concurrency)
+
+    with pytest.raises(CannotCheck) as refused:
+        endpoints.check_race(endpoint)
+
+    assert str(refused.value) == (
+        "The proof kit cannot run 'race': it needs at least 2 requests at "
+        f"once, and concurrency is {concurrency}; leave it at 8 or raise it."
+    )
+
+
+@pytest.mark.postgresql
 def test_a_check_then_act_view_passes_in_sequence_and_loses_the_race():
     check_then_act = widgets("/broken/check-then-act/")
     endpoints.check_lost_response(check_then_act)  # its hand-made replay works
