@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from django.conf import settings
@@ -34,6 +34,7 @@ from idempotency.shared.testing.steps import (
     step_kills,
 )
 
+from .. import sources
 from ..conf import webhooks_settings
 from ..handlers import handlers_for, runs_steps
 from ..models import WebhookReceipt
@@ -117,9 +118,22 @@ def _sign_for(source):
         try:
             return sign(source, body, **kwargs)
         except CannotSign as exc:
-            pytest.skip(str(exc))
+            _cannot_sign(source, exc)
 
     return signer
+
+
+def _cannot_sign(source, exc: CannotSign) -> NoReturn:
+    """Skip a case whose source's verifier cannot sign (the suite's own
+    ``sign()`` is missing); a source that is not configured is a mistake,
+    never a skip: every case would be skipped, green, proving nothing."""
+    if sources.get(source) is None:
+        raise g.CannotCheck(
+            "webhook",
+            f"{exc}; set the suite's source to a key of WEBHOOKS['SOURCES'] "
+            f"({', '.join(map(repr, webhooks_settings.SOURCES)) or 'none'}).",
+        ) from None
+    pytest.skip(str(exc))
 
 
 class Intake:
@@ -452,7 +466,7 @@ def _carries_event_time(source) -> bool:
     try:
         return signer(source).carries_event_time
     except CannotSign as exc:
-        pytest.skip(str(exc))
+        _cannot_sign(source, exc)
 
 
 def _crash_and_retry(webhook, desk, number, when, delta) -> list[str]:

@@ -209,3 +209,16 @@ def test_a_source_without_a_handler_for_the_event_cannot_be_checked():
 
     with pytest.raises(AssertionError, match="is a handler registered"):
         deliveries.check_webhook_redelivery(webhook)
+
+
+@pytest.mark.parametrize("check", deliveries.WEBHOOK_CHECKS, ids=lambda c: c.__name__)
+def test_a_source_that_is_not_configured_fails_every_case_instead_of_skipping(check):
+    """A misspelt source would skip the whole suite: green, having proved
+    nothing."""
+    webhook = widget_events("kit-strpe")
+    webhook.state = lambda body: None
+
+    with pytest.raises(CannotCheck) as refused:
+        check(webhook)
+
+    assert "WEBHOOKS['SOURCES'] has no source 'kit-strpe'" in str(refused.value)
