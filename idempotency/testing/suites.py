@@ -32,7 +32,7 @@ class EndpointSuite(Suite):
     # payload may be a method returning a fresh body per case.
     url: str
     method = "post"
-    payload: Any = None
+    payload: Any
     # A body the view refuses before changing anything (400): enables the
     # validation case. It may be a method, as the payload may.
     invalid_payload: Any = None

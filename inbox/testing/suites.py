@@ -19,7 +19,7 @@ class ConsumerSuite(Suite):
     event_type: str
     aggregate_type = ""
     # The event's payload, or a method returning one per message.
-    payload: Any = None
+    payload: Any
 
     def deliver(self, consume, message: consumers.Message):
         """Hand ``message`` to ``consume``; override for another signature."""

@@ -68,3 +68,27 @@ def test_problems_found_break_the_guarantee_with_context_first_evidence_last():
 
 def test_no_problem_found_keeps_the_guarantee():
     Problems("a retry replays", "POST /orders/ with key k").raise_if_any("retry: 201")
+
+
+def test_a_suite_without_a_payload_is_named():
+    """The payload is required by every suite that sends one: without it the
+    consumer got payload=None and failed in its own code, and the endpoint
+    got a JSON null."""
+    from idempotency.testing.suites import EndpointSuite
+    from inbox.testing.suites import ConsumerSuite
+
+    class TestNoConsumerPayload(ConsumerSuite):
+        consumer = staticmethod(lambda **kwargs: None)
+        event_type = "order.created"
+
+    class TestNoEndpointPayload(EndpointSuite):
+        url = "/orders/"
+
+    with pytest.raises(
+        NotImplementedError, match=r"^TestNoConsumerPayload must set payload\.$"
+    ):
+        TestNoConsumerPayload().consumer_under_test()
+    with pytest.raises(
+        NotImplementedError, match=r"^TestNoEndpointPayload must set payload\.$"
+    ):
+        TestNoEndpointPayload().endpoint()
