@@ -917,9 +917,27 @@ class _Failure:
     where: str | None = None
 
 
+_FAIL_EXAMPLE = (
+    'def fail(self): return mock.patch("shop.payments.notify", '
+    "side_effect=ConnectionError)"
+)
+
+
 @contextmanager
 def _failing_under(fail: Callable[[], AbstractContextManager]) -> Iterator[_Failure]:
-    with fail():
+    # A patcher is a context manager and callable too: called, it complains
+    # about a missing argument instead of saying what fail is for.
+    if hasattr(fail, "__enter__") or not callable(fail):
+        raise TypeError(
+            "fail must be a function returning a context manager, not "
+            f"{fail!r}: {_FAIL_EXAMPLE}"
+        )
+    manager = fail()
+    if not hasattr(manager, "__enter__"):
+        raise TypeError(
+            f"fail() returned {manager!r}, not a context manager: {_FAIL_EXAMPLE}"
+        )
+    with manager:
         yield _Failure("the endpoint's fail()")
 
 

@@ -181,6 +181,26 @@ def test_a_failing_step_after_the_write_answers_500_and_rolls_back():
     endpoints.check_failed_attempt(widgets("/broken/five-hundred/", fail=notify_fails))
 
 
+@pytest.mark.parametrize(
+    "fail, said",
+    [
+        # A patcher itself, where a function returning one is asked for.
+        (notify_fails(), "fail must be a function returning a context manager"),
+        # A function that forgot to return its patcher.
+        (lambda: None, "fail() returned None, not a context manager"),
+    ],
+    ids=["a-patcher", "returns-none"],
+)
+def test_a_fail_that_is_not_a_function_returning_a_context_manager_is_named(fail, said):
+    endpoint = widgets("/broken/five-hundred/", fail=fail)
+
+    with pytest.raises(TypeError) as refused:
+        endpoints.check_failed_attempt(endpoint)
+
+    assert str(refused.value).startswith(said)
+    assert "def fail(self): return mock.patch(" in str(refused.value)
+
+
 def test_a_view_storing_its_500_keeps_the_half_done_write(settings):
     settings.IDEMPOTENCY = {"STORE_STATUS": "tests.testing.broken.store_everything"}
     endpoint = widgets("/broken/five-hundred/", fail=notify_fails)
