@@ -1,10 +1,8 @@
 """The /metrics view."""
 
 from django.http import Http404, HttpResponse
-from prometheus_client.exposition import choose_encoder
 
 from ..shared import metrics
-from .collector import served_registry
 
 
 def metrics_view(request):
@@ -12,5 +10,11 @@ def metrics_view(request):
     or OpenMetrics); 404 while IDEMPOTENCY["METRICS"] is off."""
     if not metrics.is_on():
         raise Http404("Metrics are off: IDEMPOTENCY['METRICS'] is False.")
+    # Imported only once metrics are on: the URLconf that mounts this view
+    # loads without prometheus-client, which metrics off do not need.
+    from prometheus_client.exposition import choose_encoder
+
+    from .collector import served_registry
+
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
     return HttpResponse(encoder(served_registry()), content_type=content_type)

@@ -64,6 +64,36 @@ def test_metrics_off_nothing_imports_prometheus_client():
     assert started("tests.settings") == "False ['idempotency.shared.metrics']"
 
 
+def test_metrics_off_and_not_installed_the_mounted_view_answers_404():
+    """The docs mount /metrics and say it answers 404 while metrics are off,
+    which costs nothing: loading the URLconf must not need prometheus-client
+    (without it, every URL of the project failed to resolve)."""
+    code = (
+        "import sys; sys.modules['prometheus_client'] = None; "
+        "import django; django.setup(); "
+        "from django.http import Http404; "
+        "from django.test import RequestFactory; "
+        "from django.urls import resolve; "
+        "print(resolve('/t/widgets/').url_name, end=' '); "
+        "view = resolve('/metrics').func\n"
+        "try:\n"
+        "    view(RequestFactory().get('/metrics'))\n"
+        "except Http404 as off:\n"
+        "    print(off)"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={"DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+
+    assert ran.stdout.strip() == (
+        "widget-list Metrics are off: IDEMPOTENCY['METRICS'] is False."
+    ), ran.stderr[-2000:]
+
+
 def test_metrics_on_the_apps_metric_modules_are_loaded_at_startup():
     assert started("tests.idempotency.prometheus.on_settings") == (
         "True ['idempotency.metrics', 'idempotency.shared.metrics', "
