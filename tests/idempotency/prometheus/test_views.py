@@ -1,6 +1,7 @@
 """The /metrics view, and the gauges registered into a project's own registry."""
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -14,6 +15,17 @@ pytestmark = pytest.mark.django_db
 
 def test_metrics_off_the_view_is_not_found(client):
     assert client.get("/metrics").status_code == 404
+
+
+@pytest.mark.parametrize("value", ["yes", 1])
+def test_a_switch_that_is_not_a_boolean_is_refused_not_reported_off(value, client):
+    """A scraper must not be told "metrics are off: METRICS is False" for a
+    switch set to something else: it is refused at first use, naming it."""
+    with (
+        override_settings(IDEMPOTENCY={"METRICS": value}),
+        pytest.raises(ImproperlyConfigured, match="METRICS"),
+    ):
+        client.get("/metrics")
 
 
 @override_settings(IDEMPOTENCY=METRICS_ON)
