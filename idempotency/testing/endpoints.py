@@ -680,7 +680,7 @@ def check_derived_key(endpoint: Endpoint) -> None:
         after = case.effects()
     first_key = calls[0]
     if first_key in (None, ""):
-        problems.append(f"{endpoint.downstream} was called without an idempotency key")
+        problems.append(_no_key(endpoint))
     elif first_key == key:
         problems.append(
             f"the key given to {endpoint.downstream} is the client's "
@@ -789,6 +789,10 @@ def check_downstream_key_scoped(endpoint: Endpoint) -> None:
             f"{g.answer(theirs)} (the other-scope case shows why)",
             precondition="bob's request to run as his own",
         )
+    if alices[0] in (None, ""):
+        raise g.broken(
+            g.SCOPED_DOWNSTREAM_KEY, endpoint.describe(key), _no_key(endpoint)
+        )
     shared = [each for each in bobs if each in alices]
     if shared:
         raise g.broken(
@@ -819,6 +823,17 @@ ENDPOINT_CHECKS = (
 
 
 # Helpers.
+
+
+def _no_key(endpoint: Endpoint) -> str:
+    """No key read from a call to downstream: the view may pass it some other
+    way than the keyword the default reader looks at (positionally)."""
+    return (
+        f"{endpoint.downstream} was called without an idempotency key, as "
+        "downstream_key reads it (by default, the idempotency_key keyword "
+        "argument); if the view passes it otherwise, make downstream_key "
+        "return it"
+    )
 
 
 def _required_downstream(endpoint: Endpoint) -> str:

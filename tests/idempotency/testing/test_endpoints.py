@@ -327,6 +327,27 @@ def test_a_charge_per_attempt_counted_at_the_provider_is_charged_twice():
     assert f"the retry called {CHARGE} with another key" in message
 
 
+@pytest.mark.parametrize(
+    "check",
+    [endpoints.check_derived_key, endpoints.check_downstream_key_scoped],
+    **BY_NAME,
+)
+def test_a_key_passed_positionally_is_not_reported_missing_without_a_hint(check):
+    """provider.charge(key, amount) takes its key positionally: with the
+    default downstream_key the kit reads none, and must say how to read it
+    rather than only that the view sent no key (or shared "None")."""
+    endpoint = replace(charges(), downstream_key=None)
+
+    message = broken_message(check, endpoint)
+
+    assert (
+        f"{CHARGE} was called without an idempotency key, as downstream_key "
+        "reads it (by default, the idempotency_key keyword argument); if the "
+        "view passes it otherwise, make downstream_key return it" in message
+    )
+    assert "with None" not in message
+
+
 def test_the_clients_own_key_handed_downstream_is_reported():
     message = broken_message(
         endpoints.check_derived_key, charges("/broken/client-key-charge/")
