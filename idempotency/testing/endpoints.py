@@ -28,8 +28,10 @@ from ..models import IdempotencyRecord
 from ..querysets import IdempotencyRecordQuerySet
 from ..shared.testing.clock import controlled_clock
 from ..shared.testing.crashes import (
+    AFTER,
     InjectedFailure,
     SimulatedCrash,
+    commit_points,
     failing_after_first_write,
     require_committed_transactions,
     slowed,
@@ -596,6 +598,53 @@ def _each_once_where_moved(before, after, delta) -> list[str]:
     )
 
 
+def check_crash_after_commit(endpoint: Endpoint) -> None:
+    """The process dies right after the request's last commit, before the
+    answer leaves and before any ``on_commit`` callback runs; the client
+    retries. The retry must replay the stored answer, and each effect must
+    have happened once: one left to ``on_commit`` (a charge, a mail sent
+    once the transaction commits) is lost for good, since every retry
+    replays."""
+    __tracebackhide__ = True
+    case = _Case(endpoint, "crash-after-commit")
+    require_committed_transactions(case.name)
+    client = case.client()
+    before = case.effects()
+    with commit_points() as clean:
+        response = case.send(client, case.key("-baseline"), case.new_payload())
+    case.require_success(response)
+    delta = growth(before, case.effects())
+    if not clean.points:
+        raise g.CannotCheck(
+            case.name,
+            "the request made nothing durable in the database, so there is no "
+            "commit to die after; is the view keyed?",
+        )
+    key = case.key()
+    before = case.effects()
+    last = len(clean.points)
+    with commit_points(crash_at=last, when=AFTER) as points, suppress(SimulatedCrash):
+        case.send(client, key)
+    if points.crashed is None:
+        return  # this request took a shorter path: nothing to die after
+    retry = case.send(client, key)
+    problems = g.Problems(
+        g.CRASH_AFTER_COMMIT,
+        endpoint.describe(key),
+        f"the process died {points.crashed}",
+    )
+    if not _replayed(retry):
+        problems.append(f"the retry was not replayed: {g.answer(retry)}")
+    problems += [
+        f"after the retry: {verdict}"
+        for verdict in each_once(before, case.effects(), delta)
+    ]
+    problems.raise_if_any(
+        "make the effect in the transaction (a row, an outbox event the relay "
+        "delivers) or in a step, never in transaction.on_commit()"
+    )
+
+
 def check_other_scope(endpoint: Endpoint) -> None:
     """Another principal sends the same key and payload: its request runs as
     its own and never gets the first one's stored answer."""
@@ -814,6 +863,7 @@ ENDPOINT_CHECKS = (
     check_each_field_fingerprinted,
     check_failed_attempt,
     check_failure_at_completion,
+    check_crash_after_commit,
     check_validation_failure,
     check_expiry,
     check_other_scope,

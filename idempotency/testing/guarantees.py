@@ -34,6 +34,11 @@ EXPIRED = (
     "after its TTL a key is forgotten and a late retry runs as new (documented: "
     "retention is per operation)"
 )
+CRASH_AFTER_COMMIT = (
+    "a request whose process dies right after its work commits has made each "
+    "effect once: its retry replays the stored answer, and nothing left for "
+    "after the commit is lost"
+)
 OTHER_SCOPE = "a stored answer is never returned to another scope"
 DERIVED_KEY = "a step retried after a crash calls downstream with the same derived key"
 CRASH_AFTER_STEP = (

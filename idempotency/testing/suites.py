@@ -83,6 +83,9 @@ class EndpointSuite(Suite):
     def test_a_failure_at_the_completion_is_never_stored_as_a_success(self):
         endpoints.check_failure_at_completion(self.endpoint())
 
+    def test_a_crash_right_after_the_commit_loses_no_effect(self):
+        endpoints.check_crash_after_commit(self.endpoint())
+
     def test_corrected_retry_after_a_validation_failure_runs(self):
         endpoints.check_validation_failure(self.endpoint())
 

@@ -6,6 +6,7 @@ Each piece is the kind of mistake the kit exists to catch in users' code.
 import uuid
 
 from django.core import mail
+from django.db import transaction
 from rest_framework import permissions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -276,4 +277,18 @@ class MailsBeforeCompletingView(IdempotencyMixin, APIView):
     def post(self, request):
         widget = Widget.objects.create(name=request.data["name"])
         mail.send_mail("Widget", widget.name, "shop@example.com", ["a@example.com"])
+        return Response({"id": widget.pk}, status=201)
+
+
+class ChargesOnCommitView(IdempotencyMixin, APIView):
+    """Writes its widget, then charges once the claim's transaction commits
+    (``on_commit``): a process that dies in between keeps the widget and the
+    stored answer, and the charge is never made; every retry replays."""
+
+    idempotency_operation = "broken.charges-on-commit"
+
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data["name"])
+        key = request.idempotency.derive("charge")
+        transaction.on_commit(lambda: provider.charge(key, 500))
         return Response({"id": widget.pk}, status=201)

@@ -149,7 +149,7 @@ def test_suites_in_a_users_session_pass_on_sound_code_and_fail_on_broken_code(
     # Unguarded: every case fails but one left out and the two downstream
     # ones skipped (the race is skipped on SQLite); the consumer fails all
     # three.
-    unguarded = 8 if connection.vendor == "postgresql" else 7
+    unguarded = 9 if connection.vendor == "postgresql" else 8
     assert outcomes["failed"] == unguarded + 3, result.outlines[-15:]
 
 

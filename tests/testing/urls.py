@@ -20,5 +20,6 @@ urlpatterns = [
     path("broken/swallows-everything/", broken.SwallowsEverythingView.as_view()),
     path("broken/swallows-notify/", broken.SwallowsNotifyFailureView.as_view()),
     path("broken/mails/", broken.MailsBeforeCompletingView.as_view()),
+    path("broken/charges-on-commit/", broken.ChargesOnCommitView.as_view()),
     path("broken/mails-outside-steps/", broken.MailsOutsideStepsView.as_view()),
 ]

@@ -1,6 +1,7 @@
 """The endpoint checks pass on guarded views and name what broken views break."""
 
 import re
+from contextlib import suppress
 from dataclasses import replace
 from datetime import timedelta
 from unittest import mock
@@ -492,6 +493,28 @@ def test_an_effect_outside_the_transaction_is_left_by_a_failure_at_completion():
     assert "failure: the kit raised at the completion" in message
     assert "the attempt raised InjectedFailure" in message
     assert LEFT_ITS_EFFECT.search(message)
+
+
+def test_a_charge_left_to_on_commit_is_lost_when_the_process_dies_after_the_commit():
+    endpoint = Endpoint(
+        url="/broken/charges-on-commit/", payload=new_widget, effects=charges_taken
+    )
+    for check in endpoints.ENDPOINT_CHECKS:  # no other case sees it
+        if check is not endpoints.check_crash_after_commit:
+            with suppress(pytest.skip.Exception):
+                check(endpoint)
+
+    message = broken_message(endpoints.check_crash_after_commit, endpoint)
+
+    assert message.startswith(
+        "Guarantee broken: a request whose process dies right after its work "
+        "commits has made each effect once"
+    )
+    assert "the process died just after durable point 1: COMMIT of INSERT INTO" in (
+        message
+    )
+    assert "after the retry: the effect was lost: effects went" in message
+    assert "never in transaction.on_commit()" in message
 
 
 def test_an_unkeyed_view_has_no_completion_to_fail():
