@@ -26,6 +26,7 @@ from django.db.models.signals import post_save
 from ..conf import idempotency_settings
 from ..models import IdempotencyRecord
 from ..querysets import IdempotencyRecordQuerySet
+from ..shared.settings import as_timedelta
 from ..shared.testing.clock import controlled_clock
 from ..shared.testing.crashes import (
     AFTER,
@@ -82,7 +83,7 @@ class Endpoint:
     fail: Callable[[], AbstractContextManager] | None = None
     # How long the client keeps retrying (an offline queue); the key must
     # outlive it.
-    retry_horizon: timedelta | None = None
+    retry_horizon: timedelta | float | None = None
     # The function the view calls for the outside world, as mock.patch names
     # it, and how to read the idempotency key it is given.
     downstream: str | None = None
@@ -542,7 +543,8 @@ def check_expiry(endpoint: Endpoint) -> None:
     ttl = timedelta(
         seconds=round((record.expires_at - record.created_at).total_seconds())
     )
-    horizon = endpoint.retry_horizon
+    # Seconds or a timedelta, as a view's ttl.
+    horizon = None if endpoint.retry_horizon is None else _horizon(endpoint)
     with controlled_clock() as clock:
         # Just before the end: a second, or half a TTL shorter than that.
         margin = min(timedelta(seconds=1), ttl / 2)
@@ -581,6 +583,16 @@ def check_expiry(endpoint: Endpoint) -> None:
             f"TTL {ttl}; a retry 1 s after it ended answered {g.answer(late)}",
             *verdicts,
         )
+
+
+def _horizon(endpoint: Endpoint) -> timedelta:
+    try:
+        return as_timedelta(endpoint.retry_horizon)
+    except TypeError:
+        raise TypeError(
+            "retry_horizon must be seconds or a timedelta (how long the client "
+            f"keeps retrying), not {endpoint.retry_horizon!r}"
+        ) from None
 
 
 def _each_once_where_moved(before, after, delta) -> list[str]:

@@ -43,7 +43,7 @@ class EndpointSuite(Suite):
     # (dotted for nested ones): every other field is changed in turn.
     exclude_fields: tuple[str, ...] = ()
     # How long the client retries (an offline queue): the key must outlive it.
-    retry_horizon: timedelta | None = None
+    retry_horizon: timedelta | float | None = None
     # What the view calls for the outside world, as mock.patch names it:
     # enables the derived-key case.
     downstream: str | None = None

@@ -278,6 +278,16 @@ def test_a_ttl_shorter_than_the_clients_retries_is_reported():
     assert "effects went 0 → 2 (expected 0 → 1)" in message
 
 
+def test_a_retry_horizon_in_seconds_is_read_as_the_ttl_options_are():
+    """The views' ttl takes seconds or a timedelta; so does retry_horizon
+    (it raised TypeError comparing an int with the TTL)."""
+    endpoint = widgets("/t/function/", retry_horizon=24 * 3600)
+
+    message = broken_message(endpoints.check_expiry, endpoint)
+
+    assert "retries for 1 day, 0:00:00 (retry_horizon)" in message
+
+
 def test_a_downstream_key_made_per_attempt_charges_twice():
     message = broken_message(
         endpoints.check_derived_key, charges("/broken/underived-charge/")
