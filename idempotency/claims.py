@@ -181,24 +181,12 @@ def operation_ttl(policy: Policy) -> timedelta:
 class Claim(units.UnitHandle):
     """The key a request holds; views see it as ``request.idempotency``."""
 
-    def __init__(
-        self,
-        *,
-        key,
-        scope,
-        operation,
-        request_hash,
-        expires_at,
-        session="",
-        ttl=None,
-    ):
+    def __init__(self, *, key, scope, operation, request_hash, expires_at, session=""):
         self.key = key
         self.scope = scope
         self.operation = operation
         self.request_hash = request_hash
         self.expires_at = expires_at
-        # The operation's TTL: the stored answer is kept at least that long.
-        self.ttl = ttl
         # Digest of the client's session cookie: a stored answer bound to a
         # session replays only to it.
         self.session = session
@@ -316,7 +304,6 @@ def _new_claim(request, policy, key):
         ),
         expires_at=clock.now() + ttl,
         session=responses.session_digest(request),
-        ttl=ttl,
     )
     request.idempotency = claim
     # A DRF Request wraps the Django one; middleware sees the inner request.
@@ -721,7 +708,6 @@ def _complete(claim, records, answer):
 
 def _store_answer(claim, records, answer):
     resource_type, resource_id = claim.resource
-    now = clock.now()
     # Fenced: only the attempt that holds the claim may complete it.
     completed = records.complete(
         claim.record_id,
@@ -732,11 +718,7 @@ def _store_answer(claim, records, answer):
         session_digest=answer.session,
         resource_type=resource_type,
         resource_id=resource_id,
-        now=now,
-        # A view that outlived its key's TTL (steps mode renews its lease),
-        # or a retry that took a failed key over late, still leaves its
-        # answer for a TTL: a retry of a lost answer must replay it.
-        expires_at=now + claim.ttl if claim.ttl is not None else claim.expires_at,
+        now=clock.now(),
     )
     if not completed:
         raise LeaseLost("The lease ran out and a newer attempt took this key.")

@@ -116,11 +116,7 @@ def _build_statements(model, connection) -> _Statements:
         f"{quote('response_body')} = %s, {quote('response_headers')} = %s, "
         f"{quote('session_digest')} = %s, "
         f"{quote('resource_type')} = %s, {quote('resource_id')} = %s, "
-        f"{quote('locked_until')} = NULL, {quote('completed_at')} = %s, "
-        # Kept at least a TTL past its answer: a steps view can outlive the
-        # TTL, and a retry of a lost answer must still find it.
-        f"{quote('expires_at')} = CASE WHEN {quote('expires_at')} < %s "
-        f"THEN %s ELSE {quote('expires_at')} END "
+        f"{quote('locked_until')} = NULL, {quote('completed_at')} = %s "
         # Fenced: only the attempt holding the claim may complete it.
         f"WHERE {pk} = %s AND {quote('attempts')} = %s AND {quote('state')} = %s"
     )
@@ -134,12 +130,7 @@ def _build_statements(model, connection) -> _Statements:
         complete=complete,
         completion_fields=tuple(
             opts.get_field(name)
-            for name in (
-                "response_body",
-                "response_headers",
-                "completed_at",
-                "expires_at",
-            )
+            for name in ("response_body", "response_headers", "completed_at")
         ),
     )
 
@@ -244,11 +235,8 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
         resource_type,
         resource_id,
         now,
-        expires_at,
     ) -> bool:
         """Store the answer of the attempt holding the claim; False if fenced out.
-
-        The record is kept until ``expires_at`` at least (now + the TTL).
 
         One hand-written UPDATE: it runs on every keyed request (its cost
         against the ORM's update(): docs/benchmarks.md, "The record's
@@ -258,10 +246,7 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
         connection = connections[self.db]
         statements, _converters = _prepare(self.model, connection)
         State = self.model.State
-        body_field, headers_field, completed_field, expires_field = (
-            statements.completion_fields
-        )
-        kept_until = expires_field.get_db_prep_save(expires_at, connection)
+        body_field, headers_field, completed_field = statements.completion_fields
         params = [
             State.COMPLETED,
             status_code,
@@ -271,8 +256,6 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
             resource_type,
             resource_id,
             completed_field.get_db_prep_save(now, connection),
-            kept_until,
-            kept_until,
             pk,
             attempt,
             State.PENDING,

@@ -229,25 +229,6 @@ def test_steps_renew_the_keys_lease_so_a_slow_view_is_not_taken_over(api, user, 
     assert steps_views.mails == charge_ids()
 
 
-def test_a_view_that_outlives_its_keys_ttl_keeps_its_answer_for_a_retry(
-    api, user, clock, settings
-):
-    # Each outside call takes 65 s: the view ends 130 s after its claim, past
-    # a TTL of 120 s, its lease renewed all along.
-    settings.IDEMPOTENCY = {"TTL": timedelta(seconds=120)}
-    steps_views.on_call.append(lambda step: clock.advance(seconds=65))
-    assert api.post(URL, {"amount": 500}, key="k").status_code == 201
-    steps_views.on_call.clear()
-
-    # The answer was lost; the client retries a few seconds later.
-    clock.advance(seconds=5)
-    retry = api.post(URL, {"amount": 500}, key="k")
-
-    assert retry["Idempotent-Replayed"] == "true"
-    assert Widget.objects.count() == 1
-    assert steps_views.mails == charge_ids()
-
-
 def test_a_step_outside_steps_mode_is_a_configuration_error():
     claim = Claim(
         key="k", scope="user:1", operation="op", request_hash="h", expires_at=None
