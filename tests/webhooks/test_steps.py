@@ -200,27 +200,6 @@ def test_a_worker_whose_lapsed_lease_another_took_stops_at_its_renewal(clock):
     assert receipt.state == "received"
 
 
-def test_two_steps_handlers_sharing_a_step_name_fail_loudly():
-    # Say two apps handle the same event, each with a step named "notify".
-    @on("github", "push", steps=True)
-    def billing(event):
-        event.step("notify", called("billing notify"))
-
-    @on("github", "push", steps=True)
-    def shipping(event):
-        event.step("notify", called("shipping notify"))
-
-    receipt = new_receipt()
-    with pytest.raises(HandlerFailed):
-        processing.process(receipt.pk)
-
-    # The second handler's call was never silently answered with the first's.
-    assert calls == ["billing notify"]
-    receipt.refresh_from_db()
-    assert receipt.state == "failed"
-    assert "already ran in this attempt" in receipt.last_error
-
-
 def test_the_drain_runs_steps_handlers_too(steps_handler):
     receipt = new_receipt()
     assert processing.process_next() == receipt.pk

@@ -158,9 +158,6 @@ class Steps:
         self._results: dict[str, Any] = results
         self._renew = renew
         self._renewed_at = clock.now()
-        # The names this attempt ran or got back: a second call of one would
-        # get the first's result and never run.
-        self._called: set[str] = set()
 
     def __repr__(self):
         return f"<Steps {self.unit.kind} {self.unit.identity[:12]} #{self.attempt}>"
@@ -195,15 +192,7 @@ class Steps:
         undo_path = undo_path_of(undo) if undo is not None else ""
         if self.state in GIVEN_UP:
             raise Abandon(self.reason)
-        if name in self._called:
-            raise StepError(
-                f"Step {name!r} already ran in this attempt: a second call of "
-                "that name would get the first one's result and never run. Give "
-                "each call its own name (the handlers of one event share its "
-                "unit, and so its step names)."
-            )
         if name in self._results:
-            self._called.add(name)
             return self._results[name]
         connection = connections[self.using]
         if not atomic and connection.in_atomic_block:
@@ -230,7 +219,6 @@ class Steps:
                 self._note_failure(name, exc)
             raise
         self._results[name] = result
-        self._called.add(name)
         self._renew_owner()
         return result
 

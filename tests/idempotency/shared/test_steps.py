@@ -132,20 +132,6 @@ def test_a_crash_between_the_call_and_its_recovery_point_calls_again_with_the_sa
     assert names() == {"charge": "done"}
 
 
-def test_a_name_called_twice_in_one_attempt_is_refused_not_skipped():
-    steps = start()
-    steps.step("notify", charge)
-    # Another call site reusing the name would get the charge back, uncalled.
-    with pytest.raises(handle.StepError, match="already ran in this attempt"):
-        steps.step("notify", book)
-
-    retry = start()
-    assert retry.step("notify", book) == {"charge": "ch_1", "amount": 500}
-    with pytest.raises(handle.StepError):
-        retry.step("notify", book)
-    assert [c[0] for c in calls] == ["charge"]
-
-
 def test_the_results_come_back_as_json_stores_them():
     first = start()
     assert first.step("pair", lambda key: (1, 2)) == [1, 2]
