@@ -37,7 +37,7 @@ from .exceptions import (
 from .fingerprint import compute as compute_fingerprint
 from .models import IdempotencyRecord
 from .scopes import ANONYMOUS
-from .shared import clock, isolation, problems, tracing, units
+from .shared import clock, isolation, problems, storable, tracing, units
 from .shared.exceptions import ClaimRaced
 from .shared.settings import InvalidSetting, as_timedelta
 from .shared.steps import CompensationInProgress, StepTakenOver
@@ -294,6 +294,7 @@ def execute(request, policy: Policy, produce: Callable):
 
 def _new_claim(request, policy, key):
     ttl = operation_ttl(policy)
+    _check_operation(policy.operation)
     scope = _scope_of(request, policy)
     claim = Claim(
         key=key,
@@ -311,6 +312,31 @@ def _new_claim(request, policy, key):
     if inner is not None:
         inner.idempotency = claim
     return claim
+
+
+def _check_operation(operation) -> None:
+    """Refuse an operation name the record cannot keep, before anything runs.
+
+    An overridden ``get_idempotency_operation()`` (one built from the URL,
+    say) could return one over the column's size or holding a NUL: the claim
+    failed mid-request with a DataError.
+    """
+    max_length = IdempotencyRecord._meta.get_field("operation").max_length or 0
+    if (
+        isinstance(operation, str)
+        and operation.strip()
+        and len(operation) <= max_length
+    ):
+        try:
+            storable.check_text(operation, "it")
+            return
+        except ValueError as exc:
+            problem = f"{exc}."
+    else:
+        problem = f"use a non-empty name of at most {max_length} characters."
+    raise IdempotencyConfigurationError(
+        f"The operation {operation!r:.80} cannot name keys: {problem}"
+    )
 
 
 def _scope_of(request, policy) -> str:

@@ -164,6 +164,25 @@ def test_a_scope_that_is_not_a_name_is_refused_before_anything_runs(
     assert not Widget.objects.exists()
 
 
+@pytest.mark.parametrize("operation", ["o" * 256, "", "widget\x00create", 7])
+def test_an_operation_the_record_cannot_keep_is_refused_before_anything_runs(
+    api, monkeypatch, operation
+):
+    # An overridden get_idempotency_operation() built from the URL went over
+    # the column: the claim failed mid-request with a DataError.
+    from idempotency.exceptions import IdempotencyConfigurationError
+    from tests.testapp.views import WidgetViewSet
+
+    monkeypatch.setattr(
+        WidgetViewSet, "get_idempotency_operation", lambda view: operation
+    )
+
+    with pytest.raises(IdempotencyConfigurationError, match="cannot name keys"):
+        api.post("/t/widgets/", {"name": "a"}, key="k")
+    assert not IdempotencyRecord.objects.exists()
+    assert not Widget.objects.exists()
+
+
 def test_the_refusal_names_the_resolvers_value_and_the_operation(
     api, settings, monkeypatch
 ):
