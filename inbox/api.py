@@ -13,7 +13,15 @@ from celery import Task, current_task, shared_task
 from celery.exceptions import Ignore, Reject, Retry
 from django.db import OperationalError, connections, router, transaction
 
-from idempotency.shared import callables, clock, isolation, storable, tracing, units
+from idempotency.shared import (
+    callables,
+    clock,
+    isolation,
+    storable,
+    tracing,
+    units,
+    workers,
+)
 from idempotency.shared.exceptions import ClaimRaced
 from idempotency.shared.headers import (
     EVENT_HEADERS,
@@ -495,7 +503,7 @@ class ConsumerTask(Task):
         except DeliveryBusy as busy:
             # Another worker runs its steps; this copy comes back after the
             # lease, to resume them if that worker died. Never buried.
-            self._come_back(busy, busy.retry_after)
+            workers.come_back(self, busy.retry_after, busy, logger)
         except StepTakenOver as taken:
             # A newer worker took this one's lapsed lease over: the row is its
             # own, and burying it would mark its running steps dead. As for a
@@ -504,28 +512,6 @@ class ConsumerTask(Task):
             raise self.retry(exc=taken, countdown=lease) from taken
         except Exception as exc:
             self._retry_or_bury(exc, args, kwargs)
-
-    def _come_back(self, exc, countdown):
-        """Send this message again in ``countdown`` seconds at the same
-        attempt, and ack this copy: it never ran the consumer. Celery's
-        retry() would count an attempt, and a delivery held for several
-        leases would leave its copy only a last one."""
-        try:
-            # The request's own options, its retries among them, as retry()
-            # sends them.
-            self.signature_from_request(countdown=countdown).apply_async()
-        except Exception as problem:
-            # As in _retry_or_bury: requeued, never acked unsent.
-            raise Reject(problem, requeue=True) from exc
-        logger.info(
-            "%s[%s] comes back in %g s: %s",
-            self.name,
-            self.request.id,
-            countdown,
-            exc,
-            extra={"task": self.name, "task_id": self.request.id},
-        )
-        raise Ignore() from exc
 
     def _retry_or_bury(self, exc, args, kwargs):
         attempt = self.request.retries + 1

@@ -6,10 +6,14 @@ from datetime import timedelta
 
 from celery import shared_task
 
+from idempotency.shared import workers
+
 from . import processing
 from .conf import webhooks_settings
 
 logger = logging.getLogger("webhooks")
+
+
 # Receipts one drain task processes before it hands over to a fresh one.
 DRAIN_LIMIT = 500
 
@@ -28,9 +32,12 @@ def process_receipt(self, receipt_id: int) -> str:
         raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
     if outcome == processing.Outcome.LEASED:
         # Its steps run elsewhere, or ran in a worker that died: look again
-        # once the lease has lapsed.
+        # once the lease has lapsed, at the same attempt (this copy ran
+        # nothing).
         lease = webhooks_settings.STEPS_LEASE.total_seconds()
-        raise self.retry(countdown=lease, max_retries=None)
+        workers.come_back(
+            self, lease, f"another worker holds receipt {receipt_id}'s steps", logger
+        )
     return outcome
 
 

@@ -9,8 +9,10 @@ provider counts one charge a key, so a charge made and not yet recorded
 """
 
 import uuid
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from idempotency.shared.steps.models import StepRecord, UnitRecord
 from tests.fakes import fake_services
@@ -23,6 +25,7 @@ from .processes import celery_worker, send_task, wait_until
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
 SETTINGS = "tests.faults.steps_settings"
+BUSY_SETTINGS = "tests.faults.busy_steps_settings"
 
 
 @pytest.fixture
@@ -83,3 +86,29 @@ def test_a_steps_handler_killed_at_a_step_boundary_makes_each_effect_once(
         ("charge", "done"),
         ("widget", "done"),
     ]
+
+
+def test_a_copy_held_off_by_a_live_lease_keeps_its_retries(intake, tmp_path):
+    # Another worker holds the receipt's steps for three of this copy's
+    # leases. Each return counted as a retry, so once the lease lapsed the
+    # copy's first real run was its last: one failure, and the unit was
+    # given up and the receipt failed.
+    receipt_id = intake("deploy-1", event="deployment")
+    WebhookReceipt.objects.filter(pk=receipt_id).update(
+        locked_until=timezone.now() + timedelta(seconds=3)
+    )
+    queue = f"faults-webhook-busy-{uuid.uuid4().hex[:8]}"
+    env = {"FAULTS_FAIL_ONCE": str(tmp_path / "failed")}
+    with celery_worker(queue, settings=BUSY_SETTINGS, **env) as worker:
+        send_task("webhooks.process_receipt", queue=queue, args=[receipt_id])
+
+        def processed():
+            return WebhookReceipt.objects.get(pk=receipt_id).state == "processed"
+
+        # Without its retries, the copy's failure gave the unit up instead.
+        wait_until(processed, "the receipt was not processed", worker=worker)
+        assert worker.log().count("comes back") >= 2
+
+    assert (tmp_path / "failed").exists()  # its first real run failed
+    assert UnitRecord.objects.get().state == UnitRecord.State.DONE
+    assert Widget.objects.count() == 1

@@ -103,3 +103,22 @@ def _release_widget(charge_id):
     widget = Widget.objects.create(name=f"release {charge_id}")
     crash_point("call:widget")  # inserted, its recovery point not committed
     return widget.pk
+
+
+@on("github", "deployment", steps=True)
+def deploy_failing_once(event):
+    """A steps handler whose first run fails after its step (of all runs, the
+    one that creates the ``FAULTS_FAIL_ONCE`` marker), as a flaky service
+    does; the retry resumes past the step and succeeds."""
+    from tests.testapp.models import Widget
+
+    event.step(
+        "widget",
+        lambda key: Widget.objects.create(name=f"deploy {event.delivery_id}").pk,
+        atomic=True,
+    )
+    try:
+        os.close(os.open(os.environ["FAULTS_FAIL_ONCE"], os.O_CREAT | os.O_EXCL))
+    except (KeyError, FileExistsError):
+        return
+    raise ConnectionError("the deploy service is down")
