@@ -21,7 +21,9 @@ def read(request, limit: int) -> bytes:
         # Refused, not inflated: no bundled provider compresses, one that did
         # might sign the compressed bytes or the inflated ones, and inflating
         # would open a decompression bomb at an unauthenticated endpoint.
-        raise EncodedBody(f"Content-Encoding {coding!r} is not accepted.")
+        # The header's value is not echoed: unauthenticated text stays out of
+        # answers, logs and signals, as a body's does.
+        raise EncodedBody("A Content-Encoding other than identity is not accepted.")
     stream = request
     if _chunked(meta):
         # Under ASGI Django already holds the whole body: read the request.

@@ -326,6 +326,15 @@ def test_a_compressed_body_is_415_even_when_signed(coding):
     assert not WebhookRejection.objects.exists()
 
 
+def test_an_encoding_refusal_never_echoes_the_header():
+    # Unauthenticated text stays out of the answer, the log and the signals.
+    body = signing.event_body()
+    headers = {**signing.github_headers(body), "Content-Encoding": "x-<script>"}
+    response = post("/webhooks/github/", body, headers)
+    assert response.status_code == 415
+    assert b"script" not in response.content
+
+
 def test_an_identity_encoded_body_is_taken():
     body = signing.event_body()
     headers = {**signing.github_headers(body), "Content-Encoding": "identity"}
