@@ -42,8 +42,9 @@ def _identity(source: str, delivery) -> dict:
     }
 
 
-def rejected(source: str, refusal) -> None:
-    """``source``: a configured source's name, or "" (the URL named none)."""
+def rejected(source: str, refusal, delivery=None) -> None:
+    """``source``: a configured source's name, or "" (the URL named none).
+    ``delivery``: the verified delivery refused after its check, if any."""
     if isinstance(refusal, SourceOutOfService):
         # Its settings' problems were logged (ERROR) where they were found.
         level = None
@@ -55,7 +56,7 @@ def rejected(source: str, refusal) -> None:
         delivery_rejected,
         level,
         "Refused a delivery to %(source)r (%(reason)s): %(detail)s",
-        source=source,
+        **(_identity(source, delivery) if delivery is not None else {"source": source}),
         reason=refusal.type.removeprefix("webhook-"),
         status=refusal.status,
         detail=refusal.detail,

@@ -46,6 +46,7 @@ class WebhookView(View):
         return csrf_exempt(super().as_view(**initkwargs))
 
     def post(self, request, source):
+        delivery = None
         try:
             config = _source(source)
             # Named after a configured source only: an unknown one in the URL
@@ -57,7 +58,7 @@ class WebhookView(View):
         except WebhookError as refusal:
             # An unknown source's name is the client's: never repeated.
             known = not isinstance(refusal, UnknownSource)
-            signals.rejected(source if known else "", refusal)
+            signals.rejected(source if known else "", refusal, delivery)
             return from_exception(refusal)
 
     def authenticate(self, config, body, headers):

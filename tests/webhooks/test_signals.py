@@ -72,6 +72,20 @@ def test_a_refusal_is_sent_at_once_with_its_reason_and_status():
     assert heard.names() == ["delivery_rejected", "delivery_rejected"]
 
 
+def test_a_refusal_after_verification_names_the_delivery(monkeypatch):
+    # Its receipt was purged between the insert's conflict and the read of
+    # it, on every attempt: the verified delivery is refused (503), and its
+    # signal names it, as every signal of a verified delivery does.
+    assert deliver().status_code == 202
+    monkeypatch.setattr(WebhookReceiptQuerySet, "duplicate_of", lambda *a: None)
+
+    with listening() as heard:
+        assert deliver().status_code == 503
+
+    (refused,) = heard.of("delivery_rejected")
+    assert {k: refused[k] for k in DELIVERY} == DELIVERY
+
+
 def test_a_failing_handler_is_failed_and_never_processed(handler, webhook_sources):
     # Eager Celery would run every retry at once.
     webhook_sources.WEBHOOKS = {**webhook_sources.WEBHOOKS, "MAX_RETRIES": 0}
