@@ -321,19 +321,14 @@ def _check_operation(operation) -> None:
     say) could return one over the column's size or holding a NUL: the claim
     failed mid-request with a DataError.
     """
-    max_length = IdempotencyRecord._meta.get_field("operation").max_length or 0
-    if (
-        isinstance(operation, str)
-        and operation.strip()
-        and len(operation) <= max_length
-    ):
+    field = IdempotencyRecord._meta.get_field("operation")
+    problem = "use a non-empty name (text)."
+    if isinstance(operation, str) and operation.strip():
         try:
-            storable.check_text(operation, "it")
+            storable.check_column(operation, field, "it")
             return
         except ValueError as exc:
             problem = f"{exc}."
-    else:
-        problem = f"use a non-empty name of at most {max_length} characters."
     raise IdempotencyConfigurationError(
         f"The operation {operation!r:.80} cannot name keys: {problem}"
     )

@@ -228,14 +228,9 @@ def checked_message_id(message_id) -> str:
     the middle of one (a DataError), after the consumer's work began.
     """
     message_id = _text(message_id)
-    limit = InboxMessage._meta.get_field("message_id").max_length or 0
-    if len(message_id) > limit:
-        raise MessageIdInvalid(
-            f"Message id of {len(message_id)} characters; the inbox keeps at "
-            f"most {limit}."
-        )
+    field = InboxMessage._meta.get_field("message_id")
     try:
-        storable.check_text(message_id, "Message id")
+        storable.check_column(message_id, field, "The message id")
     except ValueError as exc:
         raise MessageIdInvalid(f"{exc}.") from None
     return message_id
@@ -252,14 +247,9 @@ def checked_subscriber(subscriber) -> None:
         raise SubscriberInvalid(
             f"A subscriber is a name, not {type(subscriber).__name__}."
         )
-    limit = InboxMessage._meta.get_field("subscriber").max_length or 0
-    if len(subscriber) > limit:
-        raise SubscriberInvalid(
-            f"Subscriber of {len(subscriber)} characters; the inbox keeps at "
-            f"most {limit}."
-        )
+    field = InboxMessage._meta.get_field("subscriber")
     try:
-        storable.check_text(subscriber, "Subscriber")
+        storable.check_column(subscriber, field, "The subscriber")
     except ValueError as exc:
         raise SubscriberInvalid(f"{exc}.") from None
 

@@ -130,13 +130,7 @@ def _check_storable(aggregate_type, aggregate_id, event_type, payload, headers):
     ]
     try:
         for what, value, column in columns:
-            limit = column.max_length or 0
-            if len(value) > limit:
-                raise ValueError(
-                    f"{what} has {len(value)} characters; the outbox keeps at "
-                    f"most {limit}"
-                )
-            storable.check_text(value, what)
+            storable.check_column(value, column, what)
         # The columns' encoder: a datetime or a Decimal is stored as text.
         storable.jsonb(payload, "The payload", encoder=DjangoJSONEncoder)
         storable.jsonb(headers or {}, "A header", encoder=DjangoJSONEncoder)

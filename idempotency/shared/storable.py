@@ -16,6 +16,18 @@ def check_text(value: str, what: str) -> None:
         ) from None
 
 
+def check_column(value: str, field, what: str) -> None:
+    """Raise ValueError unless the text column of ``field`` (a model field)
+    can hold ``value``: at most its ``max_length`` characters, and text
+    ``check_text`` takes."""
+    limit = field.max_length
+    if limit is not None and len(value) > limit:
+        raise ValueError(
+            f"{what} has {len(value)} characters, where at most {limit} are kept"
+        )
+    check_text(value, what)
+
+
 def jsonb(value, what: str = "A JSON value", *, encoder=None):
     """``value`` as a jsonb column gives it back (tuples become lists).
 
