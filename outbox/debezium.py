@@ -69,6 +69,10 @@ def _schema(using: str) -> str:
     finds it: not always "public" (PostgreSQL 15 lets no role create there,
     and a role's own schema, "$user", comes first on the default path)."""
     connection = connections[using]
+    if connection.vendor != "postgresql":
+        # Debezium reads PostgreSQL only (outbox.E011 refuses the mode
+        # elsewhere): the config keeps the default schema, as it always did.
+        return "public"
     table = connection.ops.quote_name(OutboxMessage._meta.db_table)
     with connection.cursor() as cursor:
         # Not migrated yet: the schema migrate would create it in.

@@ -8,9 +8,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-# The connector reads PostgreSQL's WAL; the command asks the database where
-# the table is.
-pytestmark = [pytest.mark.django_db, pytest.mark.postgresql]
+# The command asks the database where the table is.
+pytestmark = pytest.mark.django_db
 
 
 def test_the_command_prints_the_connector_and_event_router_config():
@@ -66,6 +65,7 @@ def test_an_unknown_database_alias_is_refused_naming_the_configured_ones():
         call_command("outbox_debezium_config", "--database", "nope")
 
 
+@pytest.mark.postgresql
 def test_the_connector_names_the_schema_the_table_is_in():
     # PostgreSQL 15 lets no role create in "public": a role's own schema,
     # first on the default search_path ("$user"), then holds the tables, and
