@@ -96,8 +96,26 @@ def test_dead_messages_are_counted_listed_and_replay_needs_its_permission(
     assert "boom" in client.get(f"{url}{row.pk}/change/").content.decode()
 
 
+@pytest.fixture
+def replay(client, make_user):
+    """``replay(pk)``: an operator who may replay sends the console's action."""
+    operator = make_user("operator", is_staff=True)
+    for codename in ("view_inboxmessage", "replay_inboxmessage"):
+        operator.user_permissions.add(Permission.objects.get(codename=codename))
+    client.force_login(operator)
+
+    def send(pk):
+        return client.post(
+            "/admin/inbox/inboxmessage/",
+            {"action": "replay", "_selected_action": [pk]},
+            follow=True,
+        )
+
+    return send
+
+
 def test_a_replay_while_the_broker_is_down_says_so_and_keeps_the_message_dead(
-    client, make_user, monkeypatch
+    replay, monkeypatch
 ):
     # send_task raised through the admin action: a 500 page, no word of
     # what was sent.
@@ -119,19 +137,8 @@ def test_a_replay_while_the_broker_is_down_says_so_and_keeps_the_message_dead(
         raise ConnectionError("broker down")
 
     monkeypatch.setattr(ops.current_app, "send_task", broker_down)
-    operator = make_user("operator", is_staff=True)
-    for codename in ("view_inboxmessage", "replay_inboxmessage"):
-        operator.user_permissions.add(Permission.objects.get(codename=codename))
-    client.force_login(operator)
 
-    answer = client.post(
-        "/admin/inbox/inboxmessage/",
-        {
-            "action": "replay",
-            "_selected_action": [InboxMessage.objects.get().pk],
-        },
-        follow=True,
-    )
+    answer = replay(InboxMessage.objects.get().pk)
 
     assert answer.status_code == 200
     assert "Could not replay" in answer.content.decode()
@@ -140,7 +147,7 @@ def test_a_replay_while_the_broker_is_down_says_so_and_keeps_the_message_dead(
 
 
 def test_replay_leaves_a_message_whose_steps_were_compensated_dead_and_says_so(
-    client, make_user
+    replay,
 ):
     row = message("m3")
     InboxMessage.objects.filter(pk=row.pk).update(
@@ -156,16 +163,8 @@ def test_replay_leaves_a_message_whose_steps_were_compensated_dead_and_says_so(
         created_at=now,
         updated_at=now,
     )
-    operator = make_user("operator", is_staff=True)
-    for codename in ("view_inboxmessage", "replay_inboxmessage"):
-        operator.user_permissions.add(Permission.objects.get(codename=codename))
-    client.force_login(operator)
 
-    response = client.post(
-        "/admin/inbox/inboxmessage/",
-        {"action": "replay", "_selected_action": [row.pk]},
-        follow=True,
-    )
+    response = replay(row.pk)
 
     said = [str(m) for m in response.context["messages"]]
     assert said[0] == "Replayed 0 messages."
