@@ -101,18 +101,17 @@ def _canonical_body(
         # Clients pick a new boundary for every send, retries included.
         return _canonical_multipart(request)
     django_request = _django(request)
-    if isinstance(request, Request) and _streamed_by_drf(request):
+    if isinstance(request, Request) and _streamed_by_drf(request, django_request):
         return None
     if media_type == "application/json" or media_type.endswith("+json"):
         return _canonical_json(django_request.body, encoding, exclude_fields)
     return django_request.body
 
 
-def _streamed_by_drf(request: Request) -> bool:
+def _streamed_by_drf(request: Request, django_request) -> bool:
     """Django refuses to hold such a body (``request.body``), but DRF hands
     it to a parser that streams it (FileUploadParser) for an unkeyed request.
     Only DRF's JSON and form parsers read ``request.body`` themselves."""
-    django_request = _django(request)
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     try:
         length = int(django_request.META.get("CONTENT_LENGTH") or 0)
