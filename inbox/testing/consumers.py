@@ -11,6 +11,7 @@ becomes durable (see ``crashes.commit_points``).
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from operator import attrgetter
 from typing import Any
 
 from idempotency.shared.testing import guarantees as g
@@ -18,7 +19,6 @@ from idempotency.shared.testing.crashes import (
     AFTER,
     BEFORE,
     commit_points,
-    die_then_rerun,
     require_committed_transactions,
 )
 from idempotency.shared.testing.messages import (
@@ -28,7 +28,7 @@ from idempotency.shared.testing.messages import (
     new_message,
 )
 from idempotency.shared.testing.steps import (
-    each_once,
+    die_then_judge,
     growth,
     kill_after_each_step,
     step_kills,
@@ -47,6 +47,16 @@ CRASH_AFTER_STEP = (
 CRASH_ANYWHERE = (
     "a consumer that dies at any point applies the message exactly once in the "
     "end: no effect doubled, none lost"
+)
+
+# Why a clean delivery with nothing to die at cannot be checked.
+_NO_COMMIT = (
+    "the consumer made nothing durable in the database, so there is no "
+    "commit to die at; does it write through another connection?"
+)
+_NO_STEP = (
+    "the consumer ran no step: is it a steps consumer whose outside "
+    "calls go through delivery.step()?"
 )
 
 
@@ -146,20 +156,14 @@ def check_crash_after_each_step(consumer: Consumer) -> None:
     counts, one per outside effect, to have each judged on its own)."""
     __tracebackhide__ = True
     case = "crash after each step"
-    probe, before, after = _watch(consumer, case, step_kills())
-    if not probe.steps:
-        raise g.CannotCheck(
-            case,
-            "the consumer ran no step: is it a steps consumer whose outside "
-            "calls go through delivery.step()?",
-        )
+    probe, delta = _watch(consumer, case, step_kills(), attrgetter("steps"), _NO_STEP)
 
     def start():
         message = consumer.message()
         return lambda: consumer.hand(message)
 
     problems = kill_after_each_step(
-        probe.steps, start, consumer.effects, growth(before, after), _steps_lease()
+        probe.steps, start, consumer.effects, delta, _steps_lease()
     )
     if problems:
         raise g.broken(
@@ -176,31 +180,26 @@ CONSUMER_CHECKS = (check_redelivery, check_crash_before_ack, check_crash_anywher
 
 
 def _probe(consumer: Consumer, case: str):
-    """Deliver one message cleanly; return its durable points and its effect.
-
-    A consumer with no durable point leaves a crash case nothing to die at:
-    it would pass having proved nothing, so it cannot be checked."""
-    points, before, after = _watch(consumer, case, commit_points())
-    if not points.points:
-        raise g.CannotCheck(
-            case,
-            "the consumer made nothing durable in the database, so there is no "
-            "commit to die at; does it write through another connection?",
-        )
-    return points, growth(before, after)
+    """Deliver one message cleanly; return its durable points and its effect."""
+    return _watch(consumer, case, commit_points(), attrgetter("points"), _NO_COMMIT)
 
 
-def _watch(consumer: Consumer, case: str, watch):
+def _watch(consumer: Consumer, case: str, watch, seen, refusal: str):
     """Deliver one message cleanly under ``watch`` (a context manager that
-    records the run); return its record and the effects before and after."""
+    records the run); return its record and how much the effects grew.
+
+    A run that left ``seen(record)`` empty gave the case nothing to die at:
+    it would pass having proved nothing, so it is refused with ``refusal``."""
     require_committed_transactions(case)
     message = consumer.message()
     before = g.measure(consumer.effects)
-    with watch as seen:
+    with watch as record:
         consumer.hand(message)
     after = g.measure(consumer.effects)
     _require_an_effect(consumer, before, after)
-    return seen, before, after
+    if not seen(record):
+        raise g.CannotCheck(case, refusal)
+    return record, growth(before, after)
 
 
 def _crash_and_redeliver(consumer, number, when, delta) -> list[str]:
@@ -209,22 +208,26 @@ def _crash_and_redeliver(consumer, number, when, delta) -> list[str]:
     message = consumer.message()
     before = g.measure(consumer.effects)
     lease = _steps_lease() if runs_steps(consumer.consume) else None
-    crashed = die_then_rerun(lambda: consumer.hand(message), number, when, lease)
-    if crashed is None:
-        return []  # this run took a shorter path; the point does not exist
-    return [
-        f"died {crashed}, then redelivered: {verdict}"
-        for verdict in each_once(before, g.measure(consumer.effects), delta)
-    ]
+    return die_then_judge(
+        lambda: consumer.hand(message),
+        number,
+        when,
+        lease,
+        effects=consumer.effects,
+        before=before,
+        delta=delta,
+        told="died {crashed}, then redelivered",
+    )
 
 
 def _require_an_effect(consumer, before, after):
-    if after == before:
-        raise g.CannotCheck(
-            "consumer",
-            f"effects() stayed {before} when {_name(consumer.consume)} consumed "
-            "a message; it must count the consumer's business effect.",
-        )
+    g.require_an_effect(
+        "consumer",
+        before,
+        after,
+        when=f"when {_name(consumer.consume)} consumed a message",
+        advice="it must count the consumer's business effect.",
+    )
 
 
 def _name(consume) -> str:

@@ -24,11 +24,10 @@ from idempotency.shared.testing.crashes import (
     AFTER,
     BEFORE,
     commit_points,
-    die_then_rerun,
     require_committed_transactions,
 )
 from idempotency.shared.testing.steps import (
-    each_once,
+    die_then_judge,
     growth,
     kill_after_each_step,
     step_kills,
@@ -475,24 +474,28 @@ def _crash_and_retry(webhook, desk, number, when, delta) -> list[str]:
     _, queued = desk.accept(delivery)
     lease = _steps_lease() if runs_steps_handlers(webhook) else None
     # The worker dies, then its unacked task is redelivered.
-    crashed = die_then_rerun(lambda: desk.process_all(queued), number, when, lease)
-    if crashed is None:
-        return []
-    return [
-        f"the worker died {crashed}, then the task was redelivered: {verdict}"
-        for verdict in each_once(before, g.measure(webhook.effects), delta)
-    ]
+    return die_then_judge(
+        lambda: desk.process_all(queued),
+        number,
+        when,
+        lease,
+        effects=webhook.effects,
+        before=before,
+        delta=delta,
+        told="the worker died {crashed}, then the task was redelivered",
+    )
 
 
 def _require_an_effect(webhook, before, after):
-    if after == before:
-        raise g.CannotCheck(
-            "webhook",
-            f"effects() stayed {before} after a {webhook.source} "
-            f"{webhook.event_type} delivery was processed; is a handler "
-            f"registered with @on({webhook.source!r}, {webhook.event_type!r}), "
-            "and does effects() count what it does?",
-        )
+    source, event_type = webhook.source, webhook.event_type
+    g.require_an_effect(
+        "webhook",
+        before,
+        after,
+        when=f"after a {source} {event_type} delivery was processed",
+        advice=f"is a handler registered with @on({source!r}, {event_type!r}), "
+        "and does effects() count what it does?",
+    )
 
 
 def _receipt(delivery: SignedDelivery):

@@ -55,6 +55,14 @@ def measure(effects) -> Any:
     return counts if isinstance(value, dict) else counts[""]
 
 
+def require_an_effect(case: str, before, after, *, when: str, advice: str) -> None:
+    """Refuse a case whose clean run (``when``: "when the consumer consumed a
+    message") left ``effects()`` where it was: every crash and redelivery
+    would then pass, proving nothing. ``advice`` says what to count."""
+    if after == before:
+        raise CannotCheck(case, f"effects() stayed {before} {when}; {advice}")
+
+
 def broken(guarantee: str, *evidence: str) -> GuaranteeBroken:
     return GuaranteeBroken(guarantee, evidence)
 

@@ -10,7 +10,8 @@ unit's lease stays taken, its owner never marks it finished. Without
 ``each_once()`` judges the effects afterwards: each counted effect (a number,
 or a dict of numbers, one per outside effect) must have grown exactly as
 much as a clean run made it grow. ``kill_after_each_step()`` runs the whole
-case for a consumer or a webhook handler.
+case for a consumer or a webhook handler; ``die_then_judge()`` judges the
+same way a unit that died at a durable point and was redelivered.
 """
 
 import uuid
@@ -22,7 +23,7 @@ from datetime import timedelta
 from idempotency.shared.signals import step_done
 
 from .clock import controlled_clock
-from .crashes import SimulatedCrash
+from .crashes import SimulatedCrash, die_then_rerun
 from .guarantees import measure, once_verdict
 
 
@@ -80,11 +81,42 @@ def kill_after_each_step(
                 continue  # this run took a shorter path
             clock.advance(lease)
             run()
-        problems += [
-            f"killed right after step {name!r}, then redelivered: {verdict}"
-            for verdict in each_once(before, measure(effects), delta)
-        ]
+        problems += _verdicts(
+            f"killed right after step {name!r}, then redelivered",
+            before,
+            effects,
+            delta,
+        )
     return problems
+
+
+def die_then_judge(
+    run: Callable[[], object],
+    number: int,
+    when: str,
+    lease: timedelta | None,
+    *,
+    effects: Callable,
+    before,
+    delta,
+    told: str,
+) -> list[str]:
+    """``die_then_rerun()``, then what went wrong with each effect that had to
+    grow by ``delta`` from ``before``, each verdict said after ``told`` with
+    where the run died in it (``"died {crashed}, then redelivered"``). Empty
+    when nothing did, or when this run took a shorter path without that
+    point."""
+    crashed = die_then_rerun(run, number, when, lease)
+    if crashed is None:
+        return []  # the point does not exist on this run's path
+    return _verdicts(told.format(crashed=crashed), before, effects, delta)
+
+
+def _verdicts(event: str, before, effects: Callable, delta) -> list[str]:
+    """``each_once()`` on the effects as they read now, each said after what
+    happened to the unit (``event``)."""
+    after = measure(effects)
+    return [f"{event}: {verdict}" for verdict in each_once(before, after, delta)]
 
 
 def each_once(before, after, delta) -> list[str]:
@@ -107,4 +139,11 @@ def growth(before, after):
     return after - before
 
 
-__all__ = ["StepKills", "each_once", "growth", "kill_after_each_step", "step_kills"]
+__all__ = [
+    "StepKills",
+    "die_then_judge",
+    "each_once",
+    "growth",
+    "kill_after_each_step",
+    "step_kills",
+]

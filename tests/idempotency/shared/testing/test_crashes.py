@@ -18,6 +18,7 @@ from idempotency.shared.testing.crashes import (
     failing_after_first_write,
     is_write,
 )
+from idempotency.shared.testing.steps import die_then_judge
 from tests.testapp.models import Widget
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -77,6 +78,49 @@ def test_the_failure_comes_right_after_the_first_write_not_an_ignored_one():
 
     assert injection.after.startswith('INSERT INTO "testapp_widget"')
     assert names() == ["first"]  # it happened; what comes after did not
+
+
+def widgets():
+    return Widget.objects.count()
+
+
+def test_a_unit_that_died_and_ran_again_is_judged_effect_by_effect():
+    before = widgets()
+
+    problems = die_then_judge(
+        two_commits,
+        2,
+        AFTER,
+        None,
+        effects=widgets,
+        before=before,
+        delta=3,
+        told="died {crashed}, then redelivered",
+    )
+
+    # The dead run kept two widgets, the rerun made three more; the
+    # on_commit one died with the process.
+    assert problems == [
+        "died just after durable point 2: COMMIT of INSERT INTO "
+        '"testapp_widget", then redelivered: the effect is wrong: effects went '
+        "0 → 5 (expected 0 → 3)"
+    ]
+
+
+def test_a_unit_whose_run_has_no_such_point_is_not_judged():
+    problems = die_then_judge(
+        two_commits,
+        9,
+        BEFORE,
+        None,
+        effects=widgets,
+        before=widgets(),
+        delta=3,
+        told="died {crashed}, then redelivered",
+    )
+
+    assert problems == []
+    assert len(names()) == 3  # it ran once, to its end
 
 
 @pytest.mark.parametrize(

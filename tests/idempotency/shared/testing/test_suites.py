@@ -5,7 +5,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from idempotency.shared.testing.guarantees import GuaranteeBroken, Problems
+from idempotency.shared.testing.guarantees import (
+    CannotCheck,
+    GuaranteeBroken,
+    Problems,
+    require_an_effect,
+)
 from idempotency.shared.testing.suites import Suite
 
 
@@ -68,6 +73,23 @@ def test_problems_found_break_the_guarantee_with_context_first_evidence_last():
 
 def test_no_problem_found_keeps_the_guarantee():
     Problems("a retry replays", "POST /orders/ with key k").raise_if_any("retry: 201")
+
+
+def test_a_clean_run_that_left_the_effects_where_they_were_cannot_be_checked():
+    with pytest.raises(CannotCheck) as refused:
+        require_an_effect(
+            "consumer",
+            {"mail": 0},
+            {"mail": 0},
+            when="when notify consumed a message",
+            advice="count the mail it sends.",
+        )
+
+    assert str(refused.value) == (
+        "The proof kit cannot run 'consumer': effects() stayed {'mail': 0} when "
+        "notify consumed a message; count the mail it sends."
+    )
+    require_an_effect("consumer", 0, 1, when="", advice="")  # it grew: checkable
 
 
 def test_a_suite_without_a_payload_is_named():
