@@ -179,6 +179,20 @@ class _Case:
             )
         return response, before, after
 
+    def clean_run(self, watch, *, new_payload: bool = False):
+        """Send one request that must succeed under ``watch`` (a context
+        manager recording the run: its commits, its steps), with the body of
+        a new intent if ``new_payload``; return the client, the record and how
+        much the request changed ``effects()``."""
+        require_committed_transactions(self.name)
+        client = self.client()
+        before = self.effects()
+        with watch as record:
+            payload = self.new_payload() if new_payload else None
+            response = self.send(client, self.key("-baseline"), payload)
+        self.require_success(response)
+        return client, record, growth(before, self.effects())
+
     def one_effect(self, client=None) -> Any:
         """Send one fresh request and return how much it changed ``effects()``."""
         client = client or self.client()
@@ -619,13 +633,7 @@ def check_crash_after_commit(endpoint: Endpoint) -> None:
     replays."""
     __tracebackhide__ = True
     case = _Case(endpoint, "crash-after-commit")
-    require_committed_transactions(case.name)
-    client = case.client()
-    before = case.effects()
-    with commit_points() as clean:
-        response = case.send(client, case.key("-baseline"), case.new_payload())
-    case.require_success(response)
-    delta = growth(before, case.effects())
+    client, clean, delta = case.clean_run(commit_points(), new_payload=True)
     if not clean.points:
         raise g.CannotCheck(
             case.name,
@@ -777,15 +785,9 @@ def check_crash_after_each_step(endpoint: Endpoint) -> None:
     step."""
     __tracebackhide__ = True
     case = _Case(endpoint, "crash-after-step")
-    require_committed_transactions(case.name)
-    client = case.client()
-    before = case.effects()
-    with step_kills() as probe:
-        response = case.send(client, case.key("-baseline"))
-    case.require_success(response)
+    client, probe, delta = case.clean_run(step_kills())
     if not probe.steps:
         pytest.skip("the view ran no step: it is not a steps-mode view")
-    delta = growth(before, case.effects())
     problems = []
     for number, name in enumerate(probe.steps, 1):
         key = case.key()
