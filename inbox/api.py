@@ -96,12 +96,9 @@ def receive(
     (``intent_from(headers)``): the delivery serves it, and the block runs
     with the delivery as the current unit.
     """
-    if not subscriber or not _given(message_id):
-        raise MessageIdMissing("receive() needs a subscriber and a message id.")
-    checked_subscriber(subscriber)
-    message_id = checked_message_id(message_id)
-    intent = checked_intent(intent)
-    using = using or router.db_for_write(InboxMessage)
+    message_id, intent, using = _checked(
+        "receive", subscriber, message_id, intent, using
+    )
     owned = not connections[using].in_atomic_block
     while True:
         try:
@@ -157,12 +154,9 @@ def receive_steps(
     ``StepTakenOver`` (writing nothing more) once a newer worker took over
     this one's lapsed lease. ``intent`` as for ``receive()``.
     """
-    if not subscriber or not _given(message_id):
-        raise MessageIdMissing("receive_steps() needs a subscriber and a message id.")
-    checked_subscriber(subscriber)
-    message_id = checked_message_id(message_id)
-    intent = checked_intent(intent)
-    using = using or router.db_for_write(InboxMessage)
+    message_id, intent, using = _checked(
+        "receive_steps", subscriber, message_id, intent, using
+    )
     if connections[using].in_atomic_block:
         raise StepInTransaction(
             "receive_steps() runs outside any transaction: its claim and each "
@@ -219,6 +213,18 @@ def receive_steps(
         handle.finish()
         inbox.finish_running(subscriber, message_id, using=using)
         signals.delivered(delivery, using=using)
+
+
+def _checked(call: str, subscriber, message_id, intent, using):
+    """The arguments of ``receive()`` or ``receive_steps()`` (``call``),
+    checked before any SQL: the message id and the intent as the inbox keeps
+    them, and the database the claim goes to."""
+    if not subscriber or not _given(message_id):
+        raise MessageIdMissing(f"{call}() needs a subscriber and a message id.")
+    checked_subscriber(subscriber)
+    message_id = checked_message_id(message_id)
+    intent = checked_intent(intent)
+    return message_id, intent, using or router.db_for_write(InboxMessage)
 
 
 def checked_message_id(message_id) -> str:
