@@ -10,14 +10,19 @@ from urllib.parse import parse_qsl, urlencode
 
 from django.conf import settings
 from django.http.multipartparser import MultiPartParser, MultiPartParserError
+from django.http.request import RawPostDataException
 from django.utils.module_loading import import_string
+from rest_framework import parsers
 from rest_framework.parsers import FormParser, JSONParser
 from rest_framework.request import Request
 
-from .exceptions import BodyTooDeep
+from .exceptions import BodyTooDeep, IdempotencyConfigurationError
 
 # How much of a streamed body is read at a time (Django's upload chunk size).
 _CHUNK_SIZE = 64 * 1024
+# DRF's parsers that read request.body (JSON, form), or parse the stream
+# through request.POST and FILES (multipart), which the fingerprint reads.
+_PARSERS_READING_THE_BODY = (JSONParser, FormParser, parsers.MultiPartParser)
 
 
 def compute(request, operation: str, exclude_fields=()) -> str:
@@ -103,28 +108,69 @@ def _canonical_body(
     django_request = _django(request)
     if isinstance(request, Request) and _streamed_by_drf(request, django_request):
         return None
+    body = _body(django_request)
     if media_type == "application/json" or media_type.endswith("+json"):
-        return _canonical_json(django_request.body, encoding, exclude_fields)
-    return django_request.body
+        return _canonical_json(body, encoding, exclude_fields)
+    return body
+
+
+def hold_body(request: Request) -> None:
+    """Keep a DRF request's body for its fingerprint, whatever reads it first.
+
+    DRF hands the stream itself to a parser other than its JSON, form and
+    multipart ones: a permission or an authentication reading ``request.data``
+    before the claim would leave the fingerprint no bytes. The body is held
+    as ``request.body`` holds it (the parser then reads that copy), within
+    DATA_UPLOAD_MAX_MEMORY_SIZE: a larger one is streamed, never held.
+    """
+    django_request = _django(request)
+    if django_request._read_started or _over_the_limit(django_request):
+        return
+    parser = _parser_of(request)
+    if parser is not None and not isinstance(parser, _PARSERS_READING_THE_BODY):
+        django_request.body  # noqa: B018 (read and kept by Django)
+
+
+def _body(django_request) -> bytes:
+    try:
+        return django_request.body
+    except RawPostDataException as exc:
+        raise IdempotencyConfigurationError(
+            "The body of this keyed request was read before its key was "
+            "claimed (a permission, authentication or throttle reading "
+            "request.data through a parser that reads the stream itself), so "
+            "it cannot be fingerprinted. IdempotencyMixin keeps such a body up "
+            "to DATA_UPLOAD_MAX_MEMORY_SIZE; with @idempotent, or past that "
+            "size, read request.data in the view, not before it."
+        ) from exc
 
 
 def _streamed_by_drf(request: Request, django_request) -> bool:
     """Django refuses to hold such a body (``request.body``), but DRF hands
     it to a parser that streams it (FileUploadParser) for an unkeyed request.
     Only DRF's JSON and form parsers read ``request.body`` themselves."""
+    # A stream already read (by a parser, before the claim) cannot be spooled.
+    if not _over_the_limit(django_request) or django_request._read_started:
+        return False
+    parser = _parser_of(request)
+    return parser is not None and not isinstance(parser, JSONParser | FormParser)
+
+
+def _over_the_limit(django_request) -> bool:
+    """A body larger than Django holds (``request.body`` refuses it)."""
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     try:
         length = int(django_request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         return False  # Django answers it
-    # A stream already read (by a parser, before the claim) cannot be spooled.
-    if limit is None or length <= limit or django_request._read_started:
-        return False
+    return limit is not None and length > limit
+
+
+def _parser_of(request: Request):
+    """The parser DRF will hand the body to, as Request._parse() picks it."""
     if request.negotiator is None:
-        return False
-    # The parser DRF will hand the body to, as Request._parse() picks it.
-    parser = request.negotiator.select_parser(request, request.parsers or ())
-    return parser is not None and not isinstance(parser, JSONParser | FormParser)
+        return None
+    return request.negotiator.select_parser(request, request.parsers or ())
 
 
 def _frame_streamed_body(digest, request) -> None:
@@ -186,7 +232,7 @@ def _canonical_multipart(request) -> bytes:
     # Django parses no other method: a plain view reads request.body itself,
     # so read it (within DATA_UPLOAD_MAX_MEMORY_SIZE, as the view would) and
     # parse a copy, leaving the request's upload handlers to the view.
-    body = request.body
+    body = _body(request)
     handlers = [import_string(path)(request) for path in settings.FILE_UPLOAD_HANDLERS]
     try:
         fields, files = MultiPartParser(

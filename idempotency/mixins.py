@@ -7,7 +7,7 @@ from asgiref.sync import iscoroutinefunction
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from . import claims, rendering
+from . import claims, fingerprint, rendering
 from .conf import idempotency_settings
 from .exceptions import IdempotencyConfigurationError
 from .shared.settings import as_timedelta
@@ -104,6 +104,9 @@ class IdempotencyMixin(_ViewBase):
                 "handlers synchronously; make it a plain def, or guard an async "
                 "function view with @idempotent."
             )
+        if guarded:
+            # Before the permissions, which may read request.data first.
+            fingerprint.hold_body(request)
         super().initial(request, *args, **kwargs)
         if not guarded:
             return

@@ -21,11 +21,12 @@ from rest_framework import permissions, serializers, status, throttling, viewset
 from rest_framework.decorators import (
     action,
     api_view,
+    parser_classes,
     permission_classes,
     renderer_classes,
 )
 from rest_framework.exceptions import NotFound
-from rest_framework.parsers import FileUploadParser
+from rest_framework.parsers import BaseParser, FileUploadParser
 from rest_framework.renderers import TemplateHTMLRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -223,6 +224,47 @@ class RawUploadView(IdempotencyMixin, APIView):
         widget = Widget.objects.create(name=filename)
         body = {"id": widget.pk, "size": upload.size, "sha256": digest.hexdigest()}
         return Response(body, status=status.HTTP_201_CREATED)
+
+
+class PlainTextParser(BaseParser):
+    """A parser of one's own: DRF hands it the request's stream itself, as to
+    every parser but its JSON and form ones."""
+
+    media_type = "text/plain"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return stream.read().decode()
+
+
+class BodyChecked(permissions.BasePermission):
+    """A permission that reads the body (``request.data``) before the view."""
+
+    def has_permission(self, request, view):
+        return "forbidden" not in str(request.data)
+
+
+class NoteView(IdempotencyMixin, APIView):
+    parser_classes = [PlainTextParser]
+    permission_classes = [permissions.IsAuthenticated, BodyChecked]
+    idempotency_operation = "widget.note"
+
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data)
+        return Response({"id": widget.pk, "name": widget.name}, status=201)
+
+
+class CheckedRawUploadView(RawUploadView):
+    permission_classes = [permissions.IsAuthenticated, BodyChecked]
+    idempotency_operation = "widget.raw-upload.checked"
+
+
+@api_view(["POST"])
+@parser_classes([PlainTextParser])
+@permission_classes([permissions.IsAuthenticated, BodyChecked])
+@idempotent("widget.note-function")
+def note_function_view(request):
+    widget = Widget.objects.create(name=request.data)
+    return Response({"id": widget.pk, "name": widget.name}, status=201)
 
 
 class DecoratedMethodView(APIView):
