@@ -2,6 +2,11 @@
 
 import json
 
+# Deeper JSON is refused where it is stored: Python's json module (the
+# relay's, psycopg's, a consumer's) reads about 1,000 levels on 3.11, and
+# fewer from deep in a call stack, so deeper values stored would fail there.
+MAX_DEPTH = 500
+
 
 def check_text(value: str, what: str) -> None:
     """Raise ValueError unless a text column can hold ``value``: PostgreSQL
@@ -32,14 +37,17 @@ def jsonb(value, what: str = "A JSON value", *, encoder=None):
     """``value`` as a jsonb column gives it back (tuples become lists).
 
     Raise TypeError for what JSON cannot encode, ValueError for what jsonb
-    refuses: NaN or infinity, a NUL or a lone surrogate in a string or a key.
+    refuses (NaN or infinity, a NUL or a lone surrogate in a string or a key)
+    and for a value nested deeper than ``MAX_DEPTH``.
     """
     try:
         encoded = json.dumps(value, cls=encoder, allow_nan=False)
+        stored = json.loads(encoded)
     except ValueError as exc:  # NaN, infinity, a circular reference
         raise ValueError(f"{what} is not JSON: {exc}") from exc
-    stored = json.loads(encoded)
-    for string in _strings(stored):
+    except RecursionError:
+        raise _too_deep(what) from None
+    for string in _strings(stored, what):
         check_text(string, what)
     return stored
 
@@ -51,14 +59,26 @@ def text(value: str) -> str:
     return value.replace("\x00", "\\x00").encode(errors="backslashreplace").decode()
 
 
-def _strings(value):
-    """Every string in a decoded JSON value, its keys included."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield key
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
+def _strings(value, what: str):
+    """Every string in a decoded JSON value, its keys included, read without
+    recursion; a value nested deeper than ``MAX_DEPTH`` is refused."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            yield item
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth > MAX_DEPTH:
+            raise _too_deep(what)
+        if isinstance(item, dict):
+            yield from item
+            item = item.values()
+        pending.extend((child, depth + 1) for child in item)
+
+
+def _too_deep(what: str) -> ValueError:
+    return ValueError(
+        f"{what} is nested too deeply: at most {MAX_DEPTH} levels are kept"
+    )

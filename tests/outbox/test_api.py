@@ -8,6 +8,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext, override_settings
 
+from idempotency.shared.storable import MAX_DEPTH
 from outbox.api import CLOCK_SKEW_ALLOWANCE, MESSAGE_ID_HEADER, record
 from outbox.exceptions import EventInvalid, NotInTransaction, OutboxConfigurationError
 from outbox.models import OutboxMessage
@@ -109,6 +110,40 @@ def test_record_refuses_a_value_the_table_cannot_store_before_any_sql(
         record("widget", 1, "widget.created", {"at": Widget.objects.get().pk})
 
     assert OutboxMessage.objects.count() == 1
+
+
+def nested(depth):
+    value: list = []
+    for _level in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 1000, 100_000])
+@pytest.mark.parametrize("where", ["payload", "headers"])
+def test_record_refuses_a_value_nested_too_deeply_before_any_sql(depth, where):
+    # The encoder's RecursionError escaped record(); and a value just within
+    # the interpreter's reach would fail the relay reading it, deeper down.
+    deep = {"payload": nested(depth), "headers": None}
+    if where == "headers":
+        deep = {"payload": {}, "headers": {"trail": nested(depth)}}
+    with transaction.atomic():
+        with (
+            CaptureQueriesContext(connection) as queries,
+            pytest.raises(EventInvalid, match="nested too deeply"),
+        ):
+            record("order", 1, "order.created", **deep)
+        assert queries.captured_queries == []
+        record("widget", 1, "widget.created", {})  # the transaction goes on
+
+    assert OutboxMessage.objects.get().aggregatetype == "widget"
+
+
+def test_record_keeps_a_payload_nested_as_deep_as_allowed():
+    with transaction.atomic():
+        record("order", 1, "order.created", nested(MAX_DEPTH))
+
+    assert OutboxMessage.objects.get().payload == nested(MAX_DEPTH)
 
 
 def test_record_takes_names_that_are_not_strings_as_their_text():

@@ -11,6 +11,7 @@ from django.db import connections, transaction
 from django.test.utils import CaptureQueriesContext, override_settings
 from kombu import Connection, Exchange, Queue
 
+from idempotency.shared.storable import MAX_DEPTH
 from outbox import relay, tasks
 from outbox.api import record
 from outbox.exceptions import PublishError
@@ -19,6 +20,7 @@ from outbox.publishers import InMemoryPublisher
 from tests.conftest import run_concurrently
 
 from .conftest import DEAD_REDIS_URL, IN_MEMORY, REDIS_URL
+from .test_api import nested
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,6 +39,15 @@ def test_drain_publishes_every_due_message_once_and_marks_it(sent, make_messages
     assert row.attempts == 1
     assert row.locked_until is None
     assert row.published_at is not None
+
+
+def test_a_payload_nested_as_deep_as_record_allows_is_published(sent):
+    # record() refuses deeper ones: the relay must read every one it keeps.
+    with transaction.atomic():
+        record("order", 1, "order.created", nested(MAX_DEPTH))
+
+    assert relay.drain().published == 1
+    assert sent[0].payload == nested(MAX_DEPTH)
 
 
 def test_a_batch_is_written_back_in_one_fenced_statement(clock, make_messages):

@@ -214,6 +214,15 @@ def test_a_result_json_cannot_hold_is_refused_and_not_stored(value):
     assert StepRecord.objects.get().state == "failed"
 
 
+def test_a_result_nested_too_deeply_is_refused_and_not_stored():
+    deep: list = []
+    for _level in range(10_000):
+        deep = [deep]
+    with pytest.raises(StepResultNotJSON, match="nested too deeply"):
+        start().step("deep", lambda key: deep)
+    assert StepRecord.objects.get().state == "failed"
+
+
 @pytest.mark.parametrize(
     "undo",
     [lambda key, result: None, str.upper, handle.Steps.finish],
