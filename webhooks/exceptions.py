@@ -141,3 +141,17 @@ class ReceiptUnreadable(ProcessingFailed):
     """A stored receipt could not be read (a value the database keeps but
     Python cannot hold); it says failed with the reason. Not retried: every
     read fails the same way."""
+
+
+class WorkerDied(ProcessingFailed):
+    """The receipt's handlers ran in a worker that died (killed out of memory
+    or at a hard time limit) more times in a row than ``MAX_RETRIES`` allows;
+    it says failed with that count. Not retried: its next run would kill its
+    worker as well."""
+
+    def __init__(self, receipt_id: int, deaths: int):
+        super().__init__(
+            receipt_id,
+            f"receipt {receipt_id}: its handler's worker died {deaths} times",
+        )
+        self.deaths = deaths

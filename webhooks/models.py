@@ -63,9 +63,15 @@ class WebhookReceipt(models.Model):
         null=True,
         blank=True,
         help_text=_(
-            "A worker running the receipt's steps handlers holds it until "
-            "then; a retry after that resumes at the first unfinished step."
+            "Set before a worker runs the receipt's handlers, cleared when "
+            "the run ends: still set once it has passed, that worker died. "
+            "Steps handlers resume at the first unfinished step."
         ),
+    )
+    worker_deaths = models.PositiveIntegerField(
+        _("worker deaths"),
+        default=0,
+        help_text=_("Runs in a row whose worker died before the run ended."),
     )
     received_at = models.DateTimeField(_("received at"))
     processed_at = models.DateTimeField(_("processed at"), null=True, blank=True)

@@ -14,7 +14,7 @@ from idempotency.shared.steps import Abandon, StepTakenOver, begin
 
 from . import signals
 from .conf import webhooks_settings
-from .exceptions import HandlerFailed, ReceiptUnreadable
+from .exceptions import HandlerFailed, ReceiptUnreadable, WorkerDied
 from .handlers import Event, handlers_for, run, runs_steps
 from .models import WebhookReceipt
 
@@ -35,27 +35,28 @@ class Outcome(StrEnum):
     BUSY = "busy"
     # It is gone (purged).
     MISSING = "missing"
-    # Another worker runs its steps handlers under a live lease; the task
-    # comes back after it, to resume them if that worker died.
+    # Another worker runs its handlers under a live lease, or its worker died
+    # and the lease has not lapsed yet; the task comes back after it.
     LEASED = "leased"
 
 
 def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
     """Run the handlers of one receipt unless it is finished; say what happened.
 
-    Raises ``HandlerFailed`` or ``ReceiptUnreadable`` after recording the
-    failure. Steps handlers that fail on the ``last_attempt`` give their
-    unit up first: the undos of its completed steps run. A worker whose
-    steps lease lapsed and was taken over writes nothing more: ``LEASED``.
+    Raises ``HandlerFailed``, ``ReceiptUnreadable`` or ``WorkerDied`` after
+    recording the failure. Steps handlers that fail on the ``last_attempt``
+    give their unit up first: the undos of its completed steps run. A worker
+    whose lease lapsed and was taken over writes nothing more: ``LEASED``.
     """
     receipts = _receipts()
     locked = False
-    # The receipt, once its steps lease is this worker's.
+    # The receipt, once its run is counted and leased to this worker.
     leased: WebhookReceipt | None = None
     # The state its handlers ran from, in the transaction that rolled back.
     taken_from = None
     try:
-        # The handlers' writes and the "processed" mark commit as one.
+        # A short transaction of its own: the run is on record before its
+        # handlers start, whatever becomes of the worker.
         with transaction.atomic(using=receipts.db):
             # SKIP LOCKED: a second worker on the same receipt leaves at once
             # instead of holding a connection until the first commits (then
@@ -68,14 +69,10 @@ def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
             if receipt.state in WebhookReceipt.FINISHED:
                 return Outcome(receipt.state)
             taken_from = receipt.state
-            if not runs_steps(handlers_for(receipt.source, receipt.event_type)):
-                return _run_handlers(receipt)
-            if not _take_for_steps(receipts, receipt):
-                return Outcome.LEASED
-        # Committed: the lease is this worker's, and the steps run outside
-        # any transaction.
+            if not _start(receipt):
+                return _held(receipt)
         leased = receipt
-        return _run_steps(receipts, receipt, last_attempt=last_attempt)
+        return _run(receipts, receipt, last_attempt=last_attempt)
     except Exception as exc:
         if not locked and isolation.is_serialization_failure(exc):
             # REPEATABLE READ or SERIALIZABLE: another worker finished it
@@ -96,22 +93,17 @@ def process_next() -> int | None:
     taken = None
     leased: WebhookReceipt | None = None
     try:
-        # As in process(): the handlers' writes and the mark commit as one.
+        # As in process(): the run is on record before its handlers start.
         with transaction.atomic(using=receipts.db):
-            # SKIP LOCKED: concurrent drains each take the next receipt no
-            # other holds, so none waits and none runs a receipt twice.
-            taken = receipts.next_received(clock.now()).first()
+            taken = _next_received(receipts)
             if taken is None:
                 return None
             receipt = _read(receipts, taken)
-            if not runs_steps(handlers_for(receipt.source, receipt.event_type)):
-                _run_handlers(receipt)
-                return taken
-            _take_for_steps(receipts, receipt)  # next_received() left it free
+            _start(receipt)  # next_received() left it free
         leased = receipt
         # The drain's run is the receipt's first attempt, as a
         # process_receipt task's: with no retries to come, it is the last.
-        _run_steps(receipts, receipt, last_attempt=webhooks_settings.MAX_RETRIES < 1)
+        _run(receipts, receipt, last_attempt=webhooks_settings.MAX_RETRIES < 1)
         return taken
     except Exception as exc:
         if taken is None:
@@ -132,7 +124,7 @@ def drain(limit: int, retry: Callable[[int], None]) -> int:
                 break
         except HandlerFailed as exc:
             retry(exc.receipt_id)
-        except ReceiptUnreadable:
+        except (ReceiptUnreadable, WorkerDied):
             pass  # marked failed with the reason; the others still run
         except OperationalError as exc:
             # REPEATABLE READ or SERIALIZABLE: another drain took the receipt
@@ -146,6 +138,21 @@ def drain(limit: int, retry: Callable[[int], None]) -> int:
 
 def _receipts():
     return WebhookReceipt.objects.db_manager(router.db_for_write(WebhookReceipt))
+
+
+def _next_received(receipts):
+    """The id of the oldest received receipt no other worker holds, locked;
+    one whose last run's worker died (its lease left behind) only when no
+    other is left, so a receipt that kills every drain it is in does not
+    keep the others waiting. SKIP LOCKED: concurrent drains each take the
+    next receipt no other holds, so none waits and none runs one twice."""
+    free = receipts.next_received(clock.now())
+    taken = free.filter(locked_until=None).first()
+    return taken if taken is not None else free.first()
+
+
+def _runs_steps(receipt) -> bool:
+    return runs_steps(handlers_for(receipt.source, receipt.event_type))
 
 
 def _read(receipts, pk) -> WebhookReceipt:
@@ -180,20 +187,77 @@ def _handle(receipt) -> Outcome:
     receipt.attempts += 1
     receipt.last_error = ""
     receipt.processed_at = clock.now()
-    receipt.save(update_fields=["state", "attempts", "last_error", "processed_at"])
+    receipt.locked_until = None
+    receipt.worker_deaths = 0
+    receipt.save(
+        update_fields=[
+            "state",
+            "attempts",
+            "last_error",
+            "processed_at",
+            "locked_until",
+            "worker_deaths",
+        ]
+    )
     signals.processed(receipt, using=receipt._state.db)
     return Outcome(receipt.state)
 
 
-def _take_for_steps(receipts, receipt) -> bool:
-    """Lease a locked receipt to this worker for its steps handlers, in the
-    caller's transaction; False while another worker's lease is live."""
+def _start(receipt) -> bool:
+    """Lease a locked receipt to this worker's run, in the caller's
+    transaction, which commits before the handlers start; False while
+    another worker's lease is live.
+
+    A worker killed mid-handler (out of memory, a hard time limit) rolls
+    back all but this: a lease still set once it has lapsed is a run whose
+    worker died. Raises ``WorkerDied`` when more runs in a row than
+    ``MAX_RETRIES`` allows died, instead of killing one more worker.
+    """
     now = clock.now()
-    if receipt.locked_until is not None and receipt.locked_until > now:
-        return False
-    receipt.locked_until = now + webhooks_settings.STEPS_LEASE
-    receipt.save(update_fields=["locked_until"])
+    if receipt.locked_until is not None:
+        if receipt.locked_until > now:
+            return False
+        receipt.worker_deaths += 1
+        if receipt.worker_deaths > webhooks_settings.MAX_RETRIES:
+            raise WorkerDied(receipt.pk, receipt.worker_deaths)
+    receipt.locked_until = now + _lease(receipt)
+    receipt.save(update_fields=["locked_until", "worker_deaths"])
     return True
+
+
+def _held(receipt) -> Outcome:
+    """What a worker finding another's live lease answers. Plain handlers:
+    that worker is about to lock the row, or died and the receipt waits out
+    its backoff; a received receipt is then the drains' (and
+    enqueue_waiting's) to take, as when its row was locked. Steps handlers,
+    and a failed receipt's retry, come back after the lease: nothing else
+    would."""
+    plain = not _runs_steps(receipt)
+    if plain and receipt.state == State.RECEIVED:
+        return Outcome.BUSY
+    return Outcome.LEASED
+
+
+def _lease(receipt) -> timedelta:
+    if _runs_steps(receipt):
+        return webhooks_settings.STEPS_LEASE  # each step's recovery point renews it
+    # Plain handlers run under the row lock, which keeps other workers off;
+    # the lease covers the moment before it is taken and, once their worker
+    # died, spaces the receipt's runs: 1 s, doubling up to the retries' cap.
+    backoff = min(webhooks_settings.RETRY_BACKOFF_MAX, 2**receipt.worker_deaths)
+    return timedelta(seconds=backoff)
+
+
+def _run(receipts, receipt, *, last_attempt: bool) -> Outcome:
+    """Run the handlers of a receipt ``_start`` leased to this worker."""
+    if _runs_steps(receipt):
+        # Outside any transaction: each step commits its own recovery point.
+        return _run_steps(receipts, receipt, last_attempt=last_attempt)
+    # The handlers' writes and the "processed" mark commit as one.
+    with transaction.atomic(using=receipts.db):
+        if receipts.lock_leased(receipt.pk, receipt.locked_until).first() is None:
+            return Outcome.LEASED  # it lapsed, and another worker took it over
+        return _run_handlers(receipt)
 
 
 def _run_steps(receipts, receipt, *, last_attempt=False) -> Outcome:
@@ -254,6 +318,7 @@ def _run_steps(receipts, receipt, *, last_attempt=False) -> Outcome:
             last_error=abandoned,
             processed_at=clock.now(),
             locked_until=None,
+            worker_deaths=0,
         )
         receipt.state = State.PROCESSED
         signals.processed(receipt, using=receipts.db)
@@ -274,7 +339,7 @@ def _event(receipt, steps=None) -> Event:
 def _fail(receipts, receipt_id, exc, leased=None, *, taken_from=None) -> None:
     """Mark the receipt failed with the traceback of ``exc``, then raise.
 
-    ``leased``: the receipt whose steps this worker ran. When a newer worker
+    ``leased``: the receipt this worker's run leased. When a newer worker
     has taken over its lease since, nothing is written and this returns.
     ``taken_from``: the state the handlers ran from (see ``record_failure``).
     ``delivery_failed`` is sent only when the failure was recorded.
@@ -283,10 +348,12 @@ def _fail(receipts, receipt_id, exc, leased=None, *, taken_from=None) -> None:
     error = storable.text(traceback.format_exc()[-MAX_ERROR_LENGTH:])
     lease = leased.locked_until if leased is not None else None
     # A short transaction of its own: the failed one rolled back.
+    # A receipt that killed its workers: each of those runs was an attempt.
+    runs = exc.deaths if isinstance(exc, WorkerDied) else 1
     recorded = receipts.record_failure(
-        receipt_id, error, lease=lease, taken_from=taken_from
+        receipt_id, error, lease=lease, taken_from=taken_from, runs=runs
     )
-    if lease is not None and not recorded:
+    if not recorded and lease is not None and not receipts.release(receipt_id, lease):
         return
     # Reported only when recorded: a receipt finished or reopened by a
     # redelivery meanwhile did not fail, and the warning and the metric
@@ -298,7 +365,7 @@ def _fail(receipts, receipt_id, exc, leased=None, *, taken_from=None) -> None:
             .first()
         )
         signals.failed(receipt_id, exc, identity or {}, using=receipts.db)
-    if isinstance(exc, ReceiptUnreadable):
+    if isinstance(exc, ReceiptUnreadable | WorkerDied):
         raise exc
     raise HandlerFailed(receipt_id, f"receipt {receipt_id}: {exc!r}") from exc
 

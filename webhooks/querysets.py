@@ -41,14 +41,24 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
         )
 
     def next_received(self, now):
-        """The id of the oldest received receipt no other worker holds,
-        row-locked (nor runs the steps of, under a live lease)."""
+        """The ids of the received receipts no other worker holds, oldest
+        first, row-locked (nor runs, under a live lease): take ``first()``."""
         return (
             self.select_for_update(skip_locked=True)
             .filter(state=self.model.State.RECEIVED)
             .exclude(locked_until__gt=now)
             .order_by("received_at", "pk")
-            .values_list("pk", flat=True)[:1]
+            .values_list("pk", flat=True)
+        )
+
+    def lock_leased(self, pk, lease):
+        """The receipt's id, row-locked, while ``lease`` is still its lease;
+        empty once another worker took it over. Waits: only a moment's
+        transaction (another worker finding the lease live) may hold it."""
+        return (
+            self.select_for_update()
+            .filter(pk=pk, locked_until=lease)
+            .values_list("pk", flat=True)
         )
 
     def purgeable(self, now):
@@ -103,10 +113,11 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
         State = self.model.State
         return bool(self.filter(pk=pk, state=State.FAILED).update(state=State.RECEIVED))
 
-    def record_failure(self, pk, error, *, lease=None, taken_from=None):
+    def record_failure(self, pk, error, *, lease=None, taken_from=None, runs=1):
         """Mark failed after the processing transaction rolled back; return
-        1, or 0 when it was finished or (``lease``: the steps lease the
-        failed worker held) a newer worker has taken it over since.
+        1, or 0 when it was finished or (``lease``: the lease the failed
+        worker held) a newer worker has taken it over since. ``runs``: the
+        attempts this failure ends (its workers' deaths, when they killed it).
 
         ``taken_from``: the state the failed run took it in. A redelivery
         may have reopened a failed receipt while the run held its lock: it is
@@ -121,10 +132,20 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
             unfinished = unfinished.filter(locked_until=lease)
         return unfinished.update(
             state=self.model.State.FAILED,
-            attempts=models.F("attempts") + 1,
+            attempts=models.F("attempts") + runs,
             last_error=error,
-            # A steps run that failed lets its lease go: the retry resumes.
+            # A run that failed lets its lease go: the retry takes it at once
+            # (and resumes its steps), and no death is counted.
             locked_until=None,
+            worker_deaths=0,
+        )
+
+    def release(self, pk, lease) -> int:
+        """Let ``lease`` go from a run that ended without marking the receipt
+        (a redelivery reopened it meanwhile), for the drains; 0 once a newer
+        worker has taken it over."""
+        return self.filter(pk=pk, locked_until=lease).update(
+            locked_until=None, worker_deaths=0
         )
 
 

@@ -10,8 +10,9 @@ The test arms it through the worker's environment:
 - ``FAULTS_KILL_ONCE``: a marker file; only the process that creates it dies,
   so the redelivery runs through.
 
-It also registers the webhook handlers those workers run: a plain one, and a
-steps one with the test app's crash points (``ONCE_TEST_CRASH_AT``).
+It also registers the webhook handlers those workers run: plain ones (one
+that kills its worker, one that fails once), and steps ones with the test
+app's crash points (``ONCE_TEST_CRASH_AT``).
 """
 
 import os
@@ -117,8 +118,44 @@ def deploy_failing_once(event):
         lambda key: Widget.objects.create(name=f"deploy {event.delivery_id}").pk,
         atomic=True,
     )
+    if _first_to_fail():
+        raise ConnectionError("the deploy service is down")
+
+
+def _first_to_fail() -> bool:
+    """Whether this run is the one, of all, that creates the
+    ``FAULTS_FAIL_ONCE`` marker."""
     try:
         os.close(os.open(os.environ["FAULTS_FAIL_ONCE"], os.O_CREAT | os.O_EXCL))
     except (KeyError, FileExistsError):
-        return
-    raise ConnectionError("the deploy service is down")
+        return False
+    return True
+
+
+@on("github", "issues")
+def kill_the_worker(event):
+    """A handler whose every run kills its worker, as an out-of-memory kill
+    or a hard time limit does: its transaction dies open."""
+    from tests.testapp.models import Widget
+
+    Widget.objects.create(name=f"issue {event.delivery_id}")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@on("stripe", "invoice.paid")
+def count_invoice(event):
+    """Another source's plain handler: one widget an invoice."""
+    from tests.testapp.models import Widget
+
+    Widget.objects.create(name=f"invoice {event.delivery_id}")
+
+
+@on("standard", "order.placed")
+def place_order_failing_once(event):
+    """A plain handler whose first run raises (of all runs, the one that
+    creates the ``FAULTS_FAIL_ONCE`` marker): retried, it writes its widget."""
+    from tests.testapp.models import Widget
+
+    if _first_to_fail():
+        raise ConnectionError("the order service is down")
+    Widget.objects.create(name=f"order {event.delivery_id}")

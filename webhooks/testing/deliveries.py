@@ -298,7 +298,7 @@ def check_webhook_crash_after_each_step(webhook: Webhook) -> None:
             return lambda: desk.process_all(queued)
 
         problems = kill_after_each_step(
-            probe.steps, start, webhook.effects, growth(before, after), _steps_lease()
+            probe.steps, start, webhook.effects, growth(before, after), _past_a_lease()
         )
     if problems:
         raise g.broken(
@@ -313,7 +313,9 @@ def runs_steps_handlers(webhook: Webhook) -> bool:
     return runs_steps(handlers_for(webhook.source, webhook.event_type))
 
 
-def _steps_lease() -> timedelta:
+def _past_a_lease() -> timedelta:
+    """Longer than the lease a first run takes before its handlers start:
+    STEPS_LEASE (at least a second) for steps handlers, a second for others."""
     return webhooks_settings.STEPS_LEASE + timedelta(seconds=1)
 
 
@@ -472,13 +474,13 @@ def _crash_and_retry(webhook, desk, number, when, delta) -> list[str]:
     delivery = webhook.signed(webhook.body())
     before = g.measure(webhook.effects)
     _, queued = desk.accept(delivery)
-    lease = _steps_lease() if runs_steps_handlers(webhook) else None
-    # The worker dies, then its unacked task is redelivered.
+    # The worker dies, then its unacked task is redelivered once the lease its
+    # run took has lapsed.
     return die_then_judge(
         lambda: desk.process_all(queued),
         number,
         when,
-        lease,
+        _past_a_lease(),
         effects=webhook.effects,
         before=before,
         delta=delta,

@@ -197,10 +197,10 @@ def test_a_handler_mailing_from_its_transaction_mails_twice_after_a_crash():
         "Guarantee broken: a webhook whose worker died while processing it is "
         "applied exactly once.\n"
     )
-    assert "the worker died just before durable point 1: COMMIT of" in message
+    assert "the worker died just before durable point 2: COMMIT of" in message
     assert (
         "then the task was redelivered: the effect was applied twice: "
-        "effects went 2 → 4 (expected 2 → 3)" in message
+        "effects went 4 → 6 (expected 4 → 5)" in message
     )
 
 

@@ -1,0 +1,145 @@
+"""A receipt whose handler kills its worker: each run is on record before
+its handlers start, so the drains take it after the others, and once its
+worker died more times in a row than MAX_RETRIES it ends failed instead of
+killing one worker after another. ``SimulatedCrash`` kills the run as SIGKILL
+would: nothing catches it, nothing records a failure."""
+
+from contextlib import suppress
+from datetime import timedelta
+
+import pytest
+
+from idempotency.shared import clock
+from idempotency.shared.testing.clock import controlled_clock
+from idempotency.shared.testing.crashes import SimulatedCrash
+from webhooks import processing
+from webhooks.exceptions import HandlerFailed, WorkerDied
+from webhooks.handlers import on
+from webhooks.models import WebhookReceipt
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Longer than any lease a plain run takes (RETRY_BACKOFF_MAX).
+PAST_ANY_LEASE = timedelta(minutes=11)
+
+
+@pytest.fixture
+def runs():
+    """The delivery ids the handler ran for; it dies while ``dying`` holds
+    them, and raises while ``raising`` does."""
+    ran, dying, raising = [], set(), set()
+
+    @on("github", "push")
+    def handle(event):
+        ran.append(event.delivery_id)
+        if event.delivery_id in dying:
+            raise SimulatedCrash(f"killed while handling {event.delivery_id}")
+        if event.delivery_id in raising:
+            raise RuntimeError("downstream is down")
+
+    return ran, dying, raising
+
+
+def _received(delivery_id, offset=0) -> int:
+    return WebhookReceipt.objects.create(
+        source="github",
+        delivery_id=delivery_id,
+        event_type="push",
+        body=b"{}",
+        headers={"Content-Type": "application/json"},
+        received_at=clock.now() + timedelta(seconds=offset),
+    ).pk
+
+
+def test_a_receipt_whose_worker_died_waits_behind_the_others(runs):
+    ran, dying, _ = runs
+    poison, other = _received("poison"), _received("other", offset=1)
+    dying.add("poison")
+    with controlled_clock() as control:
+        with suppress(SimulatedCrash):
+            processing.process_next()
+        receipt = WebhookReceipt.objects.get(pk=poison)
+        assert (receipt.state, receipt.attempts) == ("received", 0)
+        assert receipt.locked_until is not None  # its run, on record
+
+        control.advance(PAST_ANY_LEASE)
+        dying.clear()  # the worker that dies next is not this test's point
+        # The oldest no longer goes first: its last run killed its worker.
+        assert processing.process_next() == other
+        assert processing.process_next() == poison
+
+    assert ran == ["poison", "other", "poison"]
+    receipt.refresh_from_db()
+    assert (receipt.state, receipt.attempts, receipt.worker_deaths) == (
+        "processed",
+        1,
+        0,
+    )
+    assert receipt.locked_until is None
+
+
+@pytest.mark.parametrize("path", ["drain", "task"])
+def test_a_receipt_that_keeps_killing_its_worker_ends_failed(runs, settings, path):
+    settings.WEBHOOKS = {**settings.WEBHOOKS, "MAX_RETRIES": 2}
+    ran, dying, _ = runs
+    pk = _received("poison")
+    dying.add("poison")
+    retried = []
+
+    def run():
+        if path == "drain":
+            return processing.drain(10, retry=retried.append)
+        return processing.process(pk)
+
+    with controlled_clock() as control:
+        for _ in range(3):  # the first run and its two retries
+            with suppress(SimulatedCrash):
+                run()
+            control.advance(PAST_ANY_LEASE)
+        if path == "drain":
+            assert run() == 1  # it ran nothing, and went on
+        else:
+            with pytest.raises(WorkerDied):
+                run()
+
+    assert ran == ["poison"] * 3
+    assert retried == []  # it would kill its worker again
+    receipt = WebhookReceipt.objects.get(pk=pk)
+    assert receipt.state == "failed"
+    assert "its handler's worker died 3 times" in receipt.last_error
+    assert (receipt.attempts, receipt.worker_deaths, receipt.locked_until) == (
+        3,
+        0,
+        None,
+    )
+
+
+def test_a_run_that_raises_ends_the_row_of_deaths(runs, settings):
+    settings.WEBHOOKS = {**settings.WEBHOOKS, "MAX_RETRIES": 1}
+    ran, dying, raising = runs
+    pk = _received("flaky")
+    dying.add("flaky")
+    with controlled_clock() as control:
+        with suppress(SimulatedCrash):
+            processing.process(pk)
+        control.advance(PAST_ANY_LEASE)
+        dying.clear()
+        raising.add("flaky")
+        with pytest.raises(HandlerFailed):
+            processing.process(pk)
+        receipt = WebhookReceipt.objects.get(pk=pk)
+        assert (receipt.state, receipt.attempts, receipt.worker_deaths) == (
+            "failed",
+            1,
+            0,
+        )
+        # One more death is the first of a new row: it runs again after it.
+        raising.clear()
+        dying.add("flaky")
+        with suppress(SimulatedCrash):
+            processing.process(pk)
+        control.advance(PAST_ANY_LEASE)
+        dying.clear()
+        assert processing.process(pk) == processing.Outcome.PROCESSED
+
+    assert ran == ["flaky"] * 4
