@@ -111,8 +111,12 @@ class WebhookReceipt(models.Model):
             models.Index(
                 fields=["state", "received_at"], name="webhooks_state_received_idx"
             ),
-            # The dashboard's capped counts per source and state, index-only.
-            models.Index(fields=["state", "source"], name="webhooks_state_source_idx"),
+            # A drain's take of one source's oldest received receipt, and the
+            # dashboard's capped counts per source and state, index-only.
+            models.Index(
+                fields=["state", "source", "received_at"],
+                name="webhooks_state_source_idx",
+            ),
             # Retention: finished receipts by age, the only ones ever purged.
             models.Index(
                 fields=["processed_at"],

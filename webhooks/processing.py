@@ -2,6 +2,7 @@
 
 import logging
 import traceback
+from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
 from enum import StrEnum
@@ -82,9 +83,10 @@ def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
         return Outcome.LEASED  # not recorded: a newer worker holds the lease
 
 
-def process_next() -> int | None:
-    """Process the oldest received receipt no other worker holds; return its
-    id, or None when there is none.
+def process_next(source: str | None = None) -> int | None:
+    """Process the oldest received receipt no other worker holds (of
+    ``source``, when given, and not one whose last run killed its worker);
+    return its id, or None when there is none.
 
     Raises ``HandlerFailed`` or ``ReceiptUnreadable`` after recording the
     failure.
@@ -95,7 +97,7 @@ def process_next() -> int | None:
     try:
         # As in process(): the run is on record before its handlers start.
         with transaction.atomic(using=receipts.db):
-            taken = _next_received(receipts)
+            taken = _next_received(receipts, source)
             if taken is None:
                 return None
             receipt = _read(receipts, taken)
@@ -113,15 +115,23 @@ def process_next() -> int | None:
 
 
 def drain(limit: int, retry: Callable[[int], None]) -> int:
-    """Process received receipts, oldest first, until none is left or
-    ``limit`` ran; return how many ran. ``retry(receipt_id)`` schedules a
-    receipt whose handlers failed (it is ``failed`` now, so this drain and
-    the next leave it alone)."""
+    """Process received receipts until none is left or ``limit`` ran; return
+    how many ran. The configured sources take turns, each with its oldest
+    receipt, so one provider's backlog holds no other's back; a source with
+    none free leaves the turns. Then the rest run, oldest first: receipts
+    of sources no longer configured, and last those whose worker died.
+    ``retry(receipt_id)`` schedules a receipt whose handlers failed (it is
+    ``failed`` now, so this drain and the next leave it alone)."""
+    turns = deque(webhooks_settings.SOURCES)
     ran = 0
     while ran < limit:
+        source = turns[0] if turns else None
         try:
-            if process_next() is None:
-                break
+            if process_next(source) is None:
+                if source is None:
+                    break
+                turns.popleft()
+                continue
         except HandlerFailed as exc:
             retry(exc.receipt_id)
         except (ReceiptUnreadable, WorkerDied):
@@ -132,6 +142,7 @@ def drain(limit: int, retry: Callable[[int], None]) -> int:
             if not isolation.is_serialization_failure(exc):
                 raise
             continue
+        turns.rotate(-1)
         ran += 1
     return ran
 
@@ -140,13 +151,18 @@ def _receipts():
     return WebhookReceipt.objects.db_manager(router.db_for_write(WebhookReceipt))
 
 
-def _next_received(receipts):
-    """The id of the oldest received receipt no other worker holds, locked;
-    one whose last run's worker died (its lease left behind) only when no
-    other is left, so a receipt that kills every drain it is in does not
-    keep the others waiting. SKIP LOCKED: concurrent drains each take the
-    next receipt no other holds, so none waits and none runs one twice."""
+def _next_received(receipts, source=None):
+    """The id of the oldest received receipt no other worker holds, locked.
+
+    ``source``: its oldest whose last run did not kill its worker (left no
+    lease behind), or None. Without: one of any source, such a receipt only
+    when no other is left, so a receipt that kills every drain it is in
+    keeps none of the others waiting. SKIP LOCKED: concurrent drains each
+    take the next receipt no other holds, so none waits and none runs one
+    twice."""
     free = receipts.next_received(clock.now())
+    if source is not None:
+        return free.filter(source=source, locked_until=None).first()
     taken = free.filter(locked_until=None).first()
     return taken if taken is not None else free.first()
 

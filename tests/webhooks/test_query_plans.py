@@ -5,11 +5,14 @@ A source added since the last ANALYZE is one the statistics have not seen:
 an index led by ``source`` must not then look like the way to one delivery.
 """
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.utils import timezone
 
 from tests.query_plans import captured, rows_walked_past
+from webhooks import processing
 from webhooks.models import WebhookReceipt
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db]
@@ -51,3 +54,37 @@ def test_a_resent_delivery_is_found_straight(unseen_source, body_sha256):
         receipts.duplicate_of("github", "github-7", body_sha256)
 
     assert rows_walked_past(captured(find, TABLE)) == 0
+
+
+def test_a_drains_turn_takes_its_sources_oldest_receipt_straight():
+    # A backlog of one source, and the processed receipts retention keeps of
+    # another, older than that other's one received receipt: its turn walks
+    # past neither.
+    now = timezone.now()
+    WebhookReceipt.objects.bulk_create(
+        WebhookReceipt(
+            source=source,
+            delivery_id=f"{source}-{n}",
+            event_type="push",
+            body=b"{}",
+            headers={},
+            state=state,
+            received_at=now + timedelta(milliseconds=n),
+        )
+        for source, state in (("github", "received"), ("stripe", "processed"))
+        for n in range(ROWS)
+    )
+    WebhookReceipt.objects.create(
+        source="stripe",
+        delivery_id="stripe-new",
+        event_type="push",
+        body=b"{}",
+        received_at=now + timedelta(seconds=10),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {TABLE}")
+
+    def take():
+        assert processing._next_received(WebhookReceipt.objects, "stripe")
+
+    assert rows_walked_past(captured(take, TABLE)) == 0
