@@ -148,6 +148,7 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
         "event_type",
         "state",
         "attempts",
+        "worker_deaths",
         "occurred",
         "received_at",
         "processed_at",

@@ -4,6 +4,7 @@ worker died more times in a row than MAX_RETRIES it ends failed instead of
 killing one worker after another. ``SimulatedCrash`` kills the run as SIGKILL
 would: nothing catches it, nothing records a failure."""
 
+import re
 from contextlib import suppress
 from datetime import timedelta
 
@@ -148,3 +149,13 @@ def test_a_run_that_raises_ends_the_row_of_deaths(runs, settings):
         assert processing.process(pk) == processing.Outcome.PROCESSED
 
     assert ran == ["flaky"] * 4
+
+
+def test_the_console_shows_a_receipts_worker_deaths(client, make_user):
+    pk = _received("poison")
+    WebhookReceipt.objects.filter(pk=pk).update(worker_deaths=2)
+    client.force_login(make_user("operator", is_superuser=True, is_staff=True))
+
+    page = client.get(f"/admin/webhooks/webhookreceipt/{pk}/change/")
+
+    assert re.search(rb"Worker deaths:?</label>\s*<div[^>]*>2<", page.content)
