@@ -7,6 +7,7 @@ from functools import partial, reduce
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import display_for_value
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import Case, F, Q, TextField, When
 from django.db.models.functions import Cast
@@ -22,12 +23,15 @@ from idempotency.shared.units import WEBHOOKS, Unit
 from . import signals, sources
 from .conf import webhooks_settings
 from .exceptions import REASONS, SourceMisconfigured
+from .handlers import handlers_for, runs_steps
 from .models import WebhookReceipt, WebhookRejection
 from .verifiers.base import EARLIEST_EVENT_TIME, LATEST_EVENT_TIME, stored_event_time
 
 State = WebhookReceipt.State
 # Units looked up per query when a replay checks which receipts gave up.
 GIVEN_UP_BATCH = 1000
+UnitState = UnitRecord.State
+GIVEN_UP = (UnitState.COMPENSATING, UnitState.COMPENSATED)
 
 
 class SourceFilter(admin.SimpleListFilter):
@@ -224,7 +228,7 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
         )
         self.report(
             request,
-            queryset,
+            queryset.exclude(pk__in=given_up),
             len(replayed),
             ngettext_lazy(
                 "Replayed %(count)d receipt.", "Replayed %(count)d receipts.", "count"
@@ -265,17 +269,24 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
         # attempts, so a second submit of the page (or a concurrent one)
         # finds them reopened or processed again and leaves them alone.
         seen = _parse_versions(request.POST.get("versions", ""))
+        # A steps handler's finished unit would return every step's stored
+        # result: nothing would run again, so none is queued as if it would.
+        steps_finished = _steps_finished(
+            queryset.filter(_as_seen(seen), state__in=WebhookReceipt.FINISHED)
+        )
         reopened = _reopen(
             request,
             queryset,
             Q(state__in=WebhookReceipt.FINISHED),
             _as_seen(seen),
+            ~Q(pk__in=steps_finished),
             log="Forced reprocessing of webhook receipt.",
             forced=True,
         )
         self.report(
             request,
-            queryset,
+            # Those are reported on their own, below, with why.
+            queryset.exclude(pk__in=steps_finished),
             len(reopened),
             ngettext_lazy(
                 "Queued %(count)d receipt for reprocessing.",
@@ -290,10 +301,15 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
                 "count",
             ),
         )
+        if steps_finished:
+            self.message_user(
+                request, _steps_finished_message(len(steps_finished)), messages.WARNING
+            )
         return None
 
     def _confirm_reprocess(self, request, queryset):
         done = queryset.filter(state__in=WebhookReceipt.FINISHED)
+        steps_finished = _steps_finished(done)
         return TemplateResponse(
             request,
             "admin/webhooks/force_reprocess.html",
@@ -301,9 +317,12 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
                 **self.admin_site.each_context(request),
                 "title": _("Reprocess these receipts?"),
                 "opts": self.opts,
-                "receipts": list(done[:100]),
-                "count": done.count(),
+                "receipts": list(done.exclude(pk__in=steps_finished)[:100]),
+                "count": done.count() - len(steps_finished),
                 "skipped": queryset.exclude(state__in=WebhookReceipt.FINISHED).count(),
+                "steps_finished": _steps_finished_message(len(steps_finished))
+                if steps_finished
+                else "",
                 "queryset": queryset,
                 # The version of each receipt the operator is shown.
                 "versions": " ".join(
@@ -317,20 +336,63 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
 
 def _given_up(receipts) -> list[int]:
     """The ids of ``receipts`` whose unit of steps gave up (compensated)."""
+    return _units_in(receipts.values_list("pk", "source", "delivery_id"), GIVEN_UP)
+
+
+def _steps_finished(receipts) -> list[int]:
+    """The ids of ``receipts`` run by steps handlers whose unit is finished
+    (done, or given up): run again, each step would return its recovery
+    point, or its unit would stay given up, and nothing would run."""
+    steps_by_event: dict[tuple[str, str], bool] = {}
+
+    def by_steps(source, event_type) -> bool:
+        if (source, event_type) not in steps_by_event:
+            try:
+                found = runs_steps(handlers_for(source, event_type))
+            except ImproperlyConfigured:
+                found = False  # processing refuses the mix, and says why
+            steps_by_event[source, event_type] = found
+        return steps_by_event[source, event_type]
+
+    rows = receipts.values_list("pk", "source", "delivery_id", "event_type")
+    return _units_in(
+        [
+            (pk, source, delivery)
+            for pk, source, delivery, event in rows
+            if by_steps(source, event)
+        ],
+        (UnitState.DONE, *GIVEN_UP),
+    )
+
+
+def _units_in(receipts, states) -> list[int]:
+    """The ids of ``receipts`` (pk, source, delivery id) whose unit of steps
+    is in one of ``states``."""
     by_identity = {
         Unit(WEBHOOKS, (source, delivery_id)).identity: pk
-        for pk, source, delivery_id in receipts.values_list(
-            "pk", "source", "delivery_id"
-        )
+        for pk, source, delivery_id in receipts
     }
     identities = list(by_identity)
-    given_up: list[str] = []
+    found: list[str] = []
     for start in range(0, len(identities), GIVEN_UP_BATCH):
-        given_up += UnitRecord.objects.filter(
-            pk__in=identities[start : start + GIVEN_UP_BATCH],
-            state__in=(UnitRecord.State.COMPENSATING, UnitRecord.State.COMPENSATED),
+        found += UnitRecord.objects.filter(
+            pk__in=identities[start : start + GIVEN_UP_BATCH], state__in=states
         ).values_list("pk", flat=True)
-    return [by_identity[identity] for identity in given_up]
+    return [by_identity[identity] for identity in found]
+
+
+def _steps_finished_message(count: int) -> str:
+    return ngettext(
+        "%(count)d receipt was left alone: its steps handlers finished their "
+        "unit of work, so each step would return its stored result (its "
+        "recovery point) and nothing would run again. A step's effect is "
+        "redone only by a new event, under a new delivery id.",
+        "%(count)d receipts were left alone: their steps handlers finished "
+        "their units of work, so each step would return its stored result "
+        "(its recovery point) and nothing would run again. A step's effect is "
+        "redone only by a new event, under a new delivery id.",
+        count,
+    ) % {"count": count}
 
 
 def _reopen(

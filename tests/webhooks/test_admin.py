@@ -13,6 +13,7 @@ from django.utils import timezone
 from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.units import WEBHOOKS, Unit
 from tests.conftest import run_concurrently
+from tests.signals import listening
 from webhooks import processing
 from webhooks.models import WebhookReceipt, WebhookRejection
 
@@ -44,12 +45,12 @@ def grant(user, codename):
     user.user_permissions.add(Permission.objects.get(codename=codename))
 
 
-def receipt(delivery_id, state, **extra):
+def receipt(delivery_id, state, event_type="push", **extra):
     now = timezone.now()
     return WebhookReceipt.objects.create(
         source="github",
         delivery_id=delivery_id,
-        event_type="push",
+        event_type=event_type,
         state=state,
         body=b'{"zen": "ok"}',
         headers={"Content-Type": "application/json"},
@@ -202,8 +203,58 @@ def test_replay_leaves_failed_a_receipt_whose_steps_were_compensated(
     text = answer.content.decode()
     assert "Replayed 1 receipt." in text
     assert "1 failed receipt was left failed: its steps were compensated" in text
+    # Said once, with why: not also "skipped, already processed".
+    assert "Skipped" not in text
     gave_up.refresh_from_db()
     assert gave_up.state == "failed"
+
+
+@pytest.mark.django_db(transaction=True)  # steps commit on their own
+def test_force_reprocess_leaves_alone_a_receipt_whose_steps_are_done_and_says_why(
+    client, operator, handler_registry, act, submit
+):
+    shipped.clear()
+    pinged = []
+
+    @handler_registry.on("github", "push", steps=True)
+    def push(event):
+        event.step("ship", ship)
+
+    @handler_registry.on("github", "ping")
+    def ping(event):
+        pinged.append(event.delivery_id)
+
+    stepped, plain = receipt("d1", "received"), receipt("d2", "received", "ping")
+    for stored in (stepped, plain):
+        processing.process(stored.pk)
+    assert (shipped, pinged) == (
+        [Unit(WEBHOOKS, ("github", "d1")).derive("ship")],
+        ["d2"],
+    )
+    grant(operator, "reprocess_webhookreceipt")
+    client.force_login(operator)
+
+    confirm = act("force_reprocess", stepped, plain)
+    # The page promises a run only where one would happen.
+    question = confirm.content.decode()
+    assert "1 processed receipt will run its handlers again" in question
+    assert "1 receipt was left alone: its steps handlers finished" in question
+    with listening() as heard:
+        answer = submit(confirm).content.decode()
+
+    # Its step returned its recovery point: nothing would have run again, so
+    # it is not queued as if something would.
+    assert len(shipped) == 1
+    assert pinged == ["d2", "d2"]
+    assert "Queued 1 receipt for reprocessing." in answer
+    assert "Skipped" not in answer
+    assert "1 receipt was left alone: its steps handlers finished" in answer
+    assert "nothing would run again" in answer
+    stepped.refresh_from_db()
+    assert (stepped.state, stepped.attempts) == ("processed", 1)
+    assert [entry.object_id for entry in LogEntry.objects.all()] == [str(plain.pk)]
+    [replayed] = heard.of("delivery_replayed")
+    assert replayed["receipt_ids"] == [plain.pk]
 
 
 def test_force_reprocess_needs_the_stricter_permission(client, operator, ran, act):
