@@ -2,6 +2,7 @@ import base64
 
 import psycopg
 import pytest
+from django.contrib.auth.models import Permission
 from django.db import connection, connections
 from django.test import Client
 
@@ -119,3 +120,25 @@ def isolation_level(request):
 def clock(once_clock):
     """Move the apps' clock forward without sleeping (the proof kit's clock)."""
     return once_clock
+
+
+@pytest.fixture
+def abandon_in_console(make_user):
+    """Abandon a unit of work as an operator does: the console's action,
+    posted by a logged-in operator with the permission."""
+    operator = make_user("unit-operator", is_staff=True)
+    operator.user_permissions.add(
+        *Permission.objects.filter(
+            codename__in=["view_unitrecord", "abandon_unitrecord"]
+        )
+    )
+    console = Client()
+    console.force_login(operator)
+
+    def abandon(identity: str):
+        return console.post(
+            "/admin/idempotency/unitrecord/",
+            {"action": "abandon_units", "_selected_action": [identity]},
+        )
+
+    return abandon

@@ -204,6 +204,26 @@ def test_abandon_compensates_and_its_answer_is_replayed(api, user):
     assert Widget.objects.count() == 0
 
 
+def test_a_retry_after_an_operator_abandoned_the_stuck_unit_answers_abandoned(
+    api, user, abandon_in_console, clock
+):
+    views.faults["crash"] = 1  # dies after the charge, before the payment
+    with pytest.raises(views.SimulatedCrash):
+        api.post(URL, {"amount": 500}, key="k")
+    clock.advance(seconds=31)  # its lease lapses: stuck mid-steps
+    abandon_in_console(unit_of(user).identity)
+
+    retry = api.post(URL, {"amount": 500}, key="k")
+    again = api.post(URL, {"amount": 500}, key="k")
+
+    assert retry.status_code == 422
+    assert json.loads(retry.content)["type"].endswith("/operation-abandoned")
+    assert (again.status_code, again["Idempotent-Replayed"]) == (422, "true")
+    # Refunded once, under the undo's key; nothing after the charge ever ran.
+    assert steps_views.refunds == [(unit_of(user).derive("undo:charge"), *charge_ids())]
+    assert (provider.calls, Widget.objects.count(), steps_views.mails) == (1, 0, [])
+
+
 def test_steps_renew_the_keys_lease_so_a_slow_view_is_not_taken_over(api, user, clock):
     # Each outside call takes 20 s of a 30 s lease; a duplicate arrives 40 s in.
     duplicate = []

@@ -219,6 +219,26 @@ def test_abandon_compensates_once_and_finishes_the_receipt(steps_handler):
     assert UnitRecord.objects.get().state == UnitRecord.State.COMPENSATED
 
 
+def test_a_retry_after_an_operator_abandoned_the_unit_finishes_it_undone(
+    steps_handler, clock, abandon_in_console
+):
+    receipt = new_receipt()
+    behaviour["fail"] = True
+    with pytest.raises(HandlerFailed):
+        processing.process(receipt.pk)
+    clock.advance(webhooks_settings.STEPS_LEASE + timedelta(seconds=1))
+    abandon_in_console(UnitRecord.objects.get().pk)
+    assert calls == ["charge", "undo charge"]
+
+    behaviour["fail"] = False  # the carrier is back: the work must still not finish
+    assert processing.process(receipt.pk) == processing.Outcome.PROCESSED
+
+    assert calls == ["charge", "undo charge"]
+    receipt.refresh_from_db()
+    assert receipt.state == "processed"
+    assert receipt.last_error.startswith("abandoned and compensated: Abandoned by")
+
+
 def test_an_abandon_reason_a_text_column_refuses_finishes_the_receipt():
     @on("github", "push", steps=True)
     def refuse(event):

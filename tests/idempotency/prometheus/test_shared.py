@@ -1,4 +1,5 @@
-"""The counters of what the apps share: the purge's rows by kind."""
+"""The counters of what the apps share: the purge's rows, durable steps and
+compensations by kind."""
 
 from datetime import timedelta
 
@@ -8,6 +9,8 @@ from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord
 from idempotency.shared import retention
+from idempotency.shared.steps.models import UnitRecord
+from tests.testapp import steps_views
 
 from .scraping import METRICS_ON, scrape, value
 
@@ -35,3 +38,59 @@ def test_the_purge_counts_the_rows_it_deleted_by_kind(client):
 
     after = value(scrape(client), "once_purged_rows_total", kind="idempotency")
     assert after - before == 3
+
+
+def steps(scraped, step, *, undo="false", kind="keys"):
+    return value(scraped, "once_steps_total", kind=kind, step=step, undo=undo)
+
+
+@pytest.fixture
+def payments():
+    steps_views.reset()
+    yield "/t/payment/"
+    steps_views.reset()
+
+
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_each_step_and_each_undo_is_counted_once_by_kind_and_name(
+    api, client, payments
+):
+    before = scrape(client)
+
+    api.post(payments, {"amount": 500}, key="paid-key-1234")
+    api.post(payments, {"amount": 500}, key="paid-key-1234")  # a replay: no step
+    api.post(payments, {"amount": 500, "ship": False}, key="abandoned-key-5678")
+
+    after = scrape(client)
+    counted = {
+        (step, undo): steps(after, step, undo=undo) - steps(before, step, undo=undo)
+        for step, undo in [
+            ("charge", "false"),
+            ("payment", "false"),
+            ("mail", "false"),
+            ("undo:charge", "true"),
+        ]
+    }
+    assert counted == {
+        ("charge", "false"): 2,
+        ("payment", "false"): 1,
+        ("mail", "false"): 1,
+        ("undo:charge", "true"): 1,
+    }
+    compensated = "once_units_compensated_total"
+    assert (
+        value(after, compensated, kind="keys") - value(before, compensated, kind="keys")
+        == 1
+    )
+
+
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_no_steps_label_holds_the_key_the_unit_or_its_intent(api, client, payments):
+    api.post(payments, {"amount": 500, "ship": False}, key="abandoned-key-5678")
+
+    text = client.get("/metrics").content.decode()
+
+    unit = UnitRecord.objects.get()
+    assert "once_steps_total" in text and "once_units_compensated_total" in text
+    for secret in ("abandoned-key-5678", unit.pk, unit.intent, api.auth):
+        assert secret not in text
