@@ -87,10 +87,14 @@ class InboxMessageAdmin(console.ReadOnlyAdmin):
                 ngettext(
                     "%(count)d was left dead: its arguments were not kept, or "
                     "its steps were compensated when its attempts ran out. "
-                    "Resend it from its producer.",
+                    "Resend it from its producer, as a new message if its "
+                    "steps were compensated: under the same message id it "
+                    "would join the same given-up unit.",
                     "%(count)d were left dead: their arguments were not kept, "
                     "or their steps were compensated when their attempts ran "
-                    "out. Resend them from their producer.",
+                    "out. Resend them from their producer, as new messages if "
+                    "their steps were compensated: under the same message ids "
+                    "they would join the same given-up units.",
                     left,
                 )
                 % {"count": left},

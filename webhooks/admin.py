@@ -247,10 +247,14 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
                 ngettext(
                     "%(count)d failed receipt was left failed: its steps were "
                     "compensated when its attempts ran out, so a replay would "
-                    "apply nothing. Have the provider send the event again.",
+                    "apply nothing, nor would the provider's resend of its "
+                    "delivery id (the same unit). Only a new event, under a new "
+                    "delivery id, runs the work again.",
                     "%(count)d failed receipts were left failed: their steps were "
                     "compensated when their attempts ran out, so a replay would "
-                    "apply nothing. Have the provider send the events again.",
+                    "apply nothing, nor would the provider's resend of their "
+                    "delivery ids (the same units). Only new events, under new "
+                    "delivery ids, run the work again.",
                     len(given_up),
                 )
                 % {"count": len(given_up)},

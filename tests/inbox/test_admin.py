@@ -169,4 +169,6 @@ def test_replay_leaves_a_message_whose_steps_were_compensated_dead_and_says_so(
     said = [str(m) for m in response.context["messages"]]
     assert said[0] == "Replayed 0 messages."
     assert said[1].startswith("1 was left dead")
+    # Resent under the same id, it would be the same given-up unit.
+    assert "as a new message if its steps were compensated" in said[1]
     assert InboxMessage.objects.get(pk=row.pk).state == "dead"

@@ -205,6 +205,8 @@ def test_replay_leaves_failed_a_receipt_whose_steps_were_compensated(
     assert "1 failed receipt was left failed: its steps were compensated" in text
     # Said once, with why: not also "skipped, already processed".
     assert "Skipped" not in text
+    # A resend keeps the delivery id, so the unit: only a new event helps.
+    assert "Only a new event, under a new delivery id, runs the work again." in text
     gave_up.refresh_from_db()
     assert gave_up.state == "failed"
 

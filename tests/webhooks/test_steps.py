@@ -20,6 +20,8 @@ from webhooks.exceptions import HandlerFailed
 from webhooks.handlers import on
 from webhooks.models import WebhookReceipt
 
+from .test_processing import deliver
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 calls: list[str] = []
@@ -262,6 +264,26 @@ def test_the_last_attempt_that_fails_gives_the_unit_up(steps_handler):
 
     assert calls == ["charge", "undo charge"]
     assert UnitRecord.objects.get().state == UnitRecord.State.COMPENSATED
+
+
+def test_a_providers_resend_of_a_receipt_whose_unit_gave_up_runs_no_step(
+    steps_handler,
+):
+    # Why the console sends the operator to a new event, not a resend: the
+    # same delivery id is the same unit, given up for good.
+    behaviour["fail"] = True
+    deliver()  # processed at once: each retry fails, the last gives up
+    assert WebhookReceipt.objects.get().state == "failed"
+    assert UnitRecord.objects.get().state == UnitRecord.State.COMPENSATED
+    behaviour["fail"] = False
+
+    assert deliver().status_code == 202  # the provider resends the failed one
+    assert processing.process(WebhookReceipt.objects.get().pk) == "processed"
+
+    assert calls == ["charge", "undo charge"]
+    assert WebhookReceipt.objects.get().last_error.startswith(
+        "abandoned and compensated: its attempts ran out"
+    )
 
 
 def test_a_drain_that_fails_with_no_retries_left_gives_the_unit_up(
