@@ -5,8 +5,13 @@ import pytest
 from django.db import transaction
 
 from idempotency.shared import units
+from idempotency.shared.steps.models import UnitRecord
+from inbox.api import intent_from, message_id_from, receive_steps
+from outbox import relay
 from outbox.api import record
 from outbox.models import OutboxMessage
+from outbox.publishers import InMemoryPublisher
+from tests.signals import listening
 from tests.webhooks.test_processing import deliver, receipt
 from webhooks import processing
 from webhooks.handlers import Event, on
@@ -59,3 +64,42 @@ def test_a_reprocessed_delivery_derives_the_same_keys_and_records_its_intent():
     # receipt's own intent.
     assert OutboxMessage.objects.get().headers["once-intent"] == first.intent
     assert units.current() is None
+
+
+@pytest.mark.django_db(transaction=True)  # steps commit on their own
+def test_a_steps_handlers_event_carries_its_intent_into_a_steps_consumers_unit():
+    # Hop 1, a provider's delivery: an atomic step records the next event.
+    @on("github", "push", steps=True)
+    def book(event):
+        event.step(
+            "record",
+            lambda key: str(record("shipment", 1, "shipment.booked", {})),
+            atomic=True,
+        )
+
+    InMemoryPublisher.reset()
+    with listening() as heard:
+        deliver()
+        processing.process(receipt().pk)
+        relay.drain()
+        # Hop 2, the broker's message: a steps consumer reads what it carries.
+        [sent] = InMemoryPublisher.sent
+        with receive_steps(
+            "shipping", message_id_from(sent.headers), intent=intent_from(sent.headers)
+        ) as delivery:
+            delivery.step("carrier", lambda key: key)
+
+    started = units.Unit(units.WEBHOOKS, ("github", "evt_1"))
+    assert sent.headers["once-intent"] == started.intent
+    assert delivery.intent == started.intent != delivery.unit.identity
+    assert set(UnitRecord.objects.values_list("kind", "intent")) == {
+        ("webhooks", started.intent),
+        ("inbox", started.intent),
+    }
+    # Each step's signal names the intent of the delivery that started it.
+    assert [
+        (done["kind"], done["step"], done["intent"]) for done in heard.of("step_done")
+    ] == [
+        ("webhooks", "record", started.intent),
+        ("inbox", "carrier", started.intent),
+    ]
