@@ -8,6 +8,7 @@ second abandon finds it compensating (or compensated) and does nothing, and
 one that finds the lease lapsed continues from the first undo not stored.
 """
 
+import logging
 from datetime import timedelta
 
 from django.db import OperationalError, connections, router, transaction
@@ -22,7 +23,14 @@ from .exceptions import (
     UnitFinished,
     UnitRunning,
 )
-from .handle import UNDO_PREFIX, announce_step, as_json, error_text, store_point
+from .handle import (
+    UNDO_PREFIX,
+    announce_step,
+    as_json,
+    error_text,
+    report,
+    store_point,
+)
 from .models import StepRecord, UnitRecord
 
 UnitState = UnitRecord.State
@@ -191,9 +199,10 @@ def _close(unit, db) -> None:
             .order_by("attempt", "finished_at", "id")
             .values_list("name", flat=True)
         ]
-        signals.send_on_commit(
+        report(
             signals.unit_compensated,
-            UnitRecord,
+            logging.WARNING,
+            "%(kind)s unit %(unit).12s gave up and undid %(steps)s: %(reason)s",
             using=db,
             kind=unit.kind,
             unit=unit.pk,

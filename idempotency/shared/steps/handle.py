@@ -31,6 +31,8 @@ from .exceptions import (
 from .models import StepRecord, UnitRecord
 
 logger = logging.getLogger("idempotency.steps")
+# Steps and compensations are logged on the shared logger, as the purge is.
+report = signals.Reporter("idempotency", "idempotency.UnitRecord")
 
 UnitState = UnitRecord.State
 StepState = StepRecord.State
@@ -322,9 +324,10 @@ def announce_step(
     kind: str, identity: str, intent: str, name: str, attempt: int, *, undo: bool, using
 ) -> None:
     """step_done, once the recovery point (a step's or an undo's) commits."""
-    signals.send_on_commit(
+    report(
         signals.step_done,
-        UnitRecord,
+        logging.DEBUG,
+        "Step %(step)r of %(kind)s unit %(unit).12s stored (attempt %(attempt)s)",
         using=using,
         kind=kind,
         unit=identity,

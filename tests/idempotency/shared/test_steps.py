@@ -1,5 +1,6 @@
 """Durable steps: recovery points, the fence, and compensations (sagas)."""
 
+import logging
 import threading
 from datetime import timedelta
 
@@ -23,6 +24,7 @@ from idempotency.shared.steps import (
 from idempotency.shared.steps.models import StepRecord, UnitRecord
 from idempotency.shared.units import KEYS, Unit
 from tests.conftest import run_concurrently
+from tests.signals import listening
 from tests.testapp.models import Widget
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -378,6 +380,37 @@ def test_giving_up_undoes_the_completed_steps_in_reverse_order_once_each():
         "undo:book": "done",
         "undo:charge": "done",
     }
+
+
+def test_each_step_and_a_compensation_are_logged_once_with_their_signals_arguments(
+    caplog,
+):
+    caplog.set_level(logging.DEBUG, logger="idempotency")
+    with listening() as heard:
+        steps = start()
+        steps.step("charge", charge, undo=refund)
+        steps.give_up("card declined later")
+
+    logged = [r for r in caplog.records if r.name == "idempotency"]
+    sent = [(name, kwargs) for name, kwargs in heard if name != "purged"]
+    assert [(r.levelname, r.getMessage().split()[0]) for r in logged] == [
+        ("DEBUG", "Step"),
+        ("DEBUG", "Step"),
+        ("WARNING", "keys"),
+    ]
+    # What a structured log gets is what a receiver gets.
+    assert [
+        {name: vars(r)[name] for name in kwargs}
+        for r, (_name, kwargs) in zip(logged, sent, strict=True)
+    ] == [kwargs for _name, kwargs in sent]
+    assert [name for name, _kwargs in sent] == [
+        "step_done",
+        "step_done",
+        "unit_compensated",
+    ]
+    for record in logged:
+        assert UNIT.derive("charge") not in record.getMessage()
+        assert "k-1" not in record.getMessage()  # the raw client key
 
 
 def test_an_abandon_reason_a_text_column_refuses_is_kept_escaped():
