@@ -6,7 +6,7 @@ from django.utils.translation import ngettext
 
 from idempotency.console import admin as console
 
-from . import ops
+from . import ops, signals
 from .models import InboxMessage
 
 
@@ -67,6 +67,8 @@ class InboxMessageAdmin(console.ReadOnlyAdmin):
         console.log_action(
             request, sent, "Replayed dead inbox message (same message id)."
         )
+        if sent:
+            signals.replayed(sent, request.user)
         self.message_user(
             request,
             ngettext(

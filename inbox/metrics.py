@@ -12,8 +12,8 @@ from .models import InboxMessage
 # By subscriber (a name in the code), never the message id.
 messages = Counter(
     "once_inbox_messages",
-    "Messages by what the inbox decided: received (applied) or duplicate "
-    "(a redelivery dropped).",
+    "Messages by what the inbox decided: received (applied), duplicate "
+    "(a redelivery dropped) or replayed (a dead one, by an operator).",
     ["subscriber", "outcome"],
 )
 
@@ -26,9 +26,17 @@ def on_duplicate_dropped(sender, *, subscriber, **kwargs):
     messages.labels(subscriber, "duplicate").inc()
 
 
+def on_replayed(sender, **kwargs):
+    # Per replayed message, by its subscriber (never its id). Its argument
+    # "messages" is read from kwargs: the name is this module's counter's.
+    for replayed in kwargs["messages"]:
+        messages.labels(replayed["subscriber"], "replayed").inc()
+
+
 RECEIVERS = [
     (signals.message_received, on_received),
     (signals.duplicate_dropped, on_duplicate_dropped),
+    (signals.messages_replayed, on_replayed),
 ]
 
 

@@ -1,6 +1,6 @@
 """What the inbox decided, as signals: ``subscriber`` and ``message_id`` with
-each, sent when the claim commits (with the consumer's work). The sender is
-``InboxMessage``."""
+each delivery's, sent when the claim commits (with the consumer's work), and
+an operator's replay. The sender is ``InboxMessage``."""
 
 import logging
 
@@ -12,6 +12,9 @@ from idempotency.shared.signals import Reporter
 message_received = Signal()
 # A redelivery of an applied message was dropped.
 duplicate_dropped = Signal()
+# An operator replayed dead messages from the console: count, user, messages
+# (each replayed one's subscriber and message_id).
+messages_replayed = Signal()
 
 
 # Sending them, with one log line per decision on the "inbox" logger.
@@ -34,4 +37,20 @@ def delivered(delivery, *, using: str) -> None:
         using=using,
         subscriber=delivery.subscriber,
         message_id=delivery.message_id,
+    )
+
+
+def replayed(messages, user) -> None:
+    """Sent at once: the replayed tasks went to the broker, which no
+    transaction holds back."""
+    _report(
+        messages_replayed,
+        logging.INFO,
+        "%(user)s replayed %(count)s dead message(s)",
+        count=len(messages),
+        user=user,
+        messages=[
+            {"subscriber": message.subscriber, "message_id": message.message_id}
+            for message in messages
+        ],
     )

@@ -1,15 +1,19 @@
 """Inbox messages in the console and their retention."""
 
+import logging
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.test import override_settings
 from django.utils import timezone
 
 from idempotency.shared import retention
 from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.units import INBOX, Unit
 from inbox.models import InboxMessage
+from tests.idempotency.prometheus.scraping import METRICS_ON, scrape, value
+from tests.signals import listening
 
 pytestmark = pytest.mark.django_db
 
@@ -112,6 +116,57 @@ def replay(client, make_user):
         )
 
     return send
+
+
+def dead(message_id, task="inbox_tests.flaky"):
+    """A dead message whose task the console can send again."""
+    row = message(message_id)
+    redrive = {"task": task, "id": message_id, "args": [], "kwargs": {}}
+    InboxMessage.objects.filter(pk=row.pk).update(
+        state="dead",
+        attempts=5,
+        redrive={**redrive, "headers": {}, "queue": "inbox-tests-replayed"},
+    )
+    return row
+
+
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_an_operators_replay_is_sent_logged_and_counted_with_the_operator(
+    replay, caplog, client
+):
+    before = replayed_count(scrape(client))
+    row = dead("m1")
+    caplog.set_level(logging.INFO, logger="inbox")
+
+    with listening() as heard:
+        replay(row.pk)
+
+    [replayed] = heard.of("messages_replayed")
+    assert replayed["count"] == 1
+    assert replayed["user"].username == "operator"
+    assert replayed["messages"] == [{"subscriber": "shop", "message_id": "m1"}]
+    # Logged once, its extra the signal's arguments.
+    [logged] = [r for r in caplog.records if r.name == "inbox"]
+    assert logged.levelname == "INFO"
+    assert {name: getattr(logged, name) for name in replayed} == replayed
+    # Counted by subscriber, never by message id.
+    assert replayed_count(scrape(client)) - before == 1
+    assert "m1" not in client.get("/metrics").content.decode()
+
+
+def replayed_count(scraped) -> float:
+    return value(
+        scraped, "once_inbox_messages_total", subscriber="shop", outcome="replayed"
+    )
+
+
+def test_a_replay_that_sends_nothing_sends_no_signal(replay):
+    row = message("m1")  # applied, not dead: nothing to replay
+
+    with listening() as heard:
+        replay(row.pk)
+
+    assert heard.of("messages_replayed") == []
 
 
 def test_a_replay_while_the_broker_is_down_says_so_and_keeps_the_message_dead(
