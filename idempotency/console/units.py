@@ -3,6 +3,7 @@ two ways an operator resolves one: release (the next retry resumes) and
 abandon (compensate the completed steps)."""
 
 import json
+import logging
 
 from django.contrib import admin, messages
 from django.db import connections, transaction
@@ -11,8 +12,9 @@ from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext_lazy
 
-from ..shared import clock, units
+from ..shared import clock, signals, units
 from ..shared.steps import CompensationFailed, StepError, compensate
+from ..shared.steps.handle import report
 from ..shared.steps.models import StepRecord, UnitRecord
 from . import admin as console
 from .panels import Panel, in_state, stuck_leases
@@ -151,6 +153,16 @@ class UnitAdmin(console.ReadOnlyAdmin):
             console.log_action(
                 request, chosen, "Released stuck unit (the next retry resumes)."
             )
+            if chosen:
+                report(
+                    signals.units_released,
+                    logging.INFO,
+                    "%(user)s released %(count)s stuck unit(s)",
+                    using=queryset.db,
+                    count=len(chosen),
+                    user=request.user,
+                    units=[{"kind": unit.kind, "unit": unit.pk} for unit in chosen],
+                )
         done = len(chosen)
         self.report(
             request,

@@ -22,6 +22,9 @@ step_done = Signal()
 # A unit gave up and every completed step's undo ran: kind, unit, intent,
 # steps (the names undone, in the order they ran), reason.
 unit_compensated = Signal()
+# An operator released stuck units in the console (the next retry resumes
+# them): count, user, units (each one's kind and unit identity).
+units_released = Signal()
 # The retention purge deleted rows of a kind (the sender, and ``kind``): rows.
 purged = Signal()
 

@@ -1,15 +1,19 @@
 """Units of work in the console: step logs, stuck units, release and abandon."""
 
+import logging
 from datetime import timedelta
 
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
+from django.test import override_settings
 from django.utils import timezone
 
 from idempotency.shared.steps import StepTakenOver, begin
 from idempotency.shared.steps.models import StepRecord, UnitRecord
 from idempotency.shared.units import INBOX, KEYS, Unit
+from tests.idempotency.prometheus.scraping import METRICS_ON, scrape, value
+from tests.signals import listening
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -124,6 +128,35 @@ def test_release_clears_a_lapsed_lease_fences_the_old_worker_and_is_safe_twice(
     assert "Released 0 units." in second.content.decode()
     assert LogEntry.objects.count() == 1
     assert client.get(CHANGELIST + "?lease=released").context["cl"].result_count == 1
+
+
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_a_release_is_sent_logged_and_counted_once_with_the_operator(
+    client, staff, caplog
+):
+    stuck = unit_with_steps("stuck")
+    lapse(stuck)
+    grant(staff, "release_unitrecord")
+    client.force_login(staff)
+    before = scrape(client)
+    caplog.set_level(logging.INFO, logger="idempotency")
+
+    with listening() as heard:
+        act(client, "release_units", stuck)
+        act(client, "release_units", stuck)  # a second click releases nothing
+
+    [released] = heard.of("units_released")
+    assert released == {
+        "count": 1,
+        "user": staff,
+        "units": [{"kind": KEYS, "unit": stuck.pk}],
+    }
+    [logged] = [r for r in caplog.records if r.name == "idempotency"]
+    assert logged.levelname == "INFO"
+    assert {name: getattr(logged, name) for name in released} == released
+    counted = "once_units_released_total"
+    after = scrape(client)
+    assert value(after, counted, kind=KEYS) - value(before, counted, kind=KEYS) == 1
 
 
 def test_a_released_units_old_worker_cannot_give_it_up(client, staff):
