@@ -1,10 +1,12 @@
 """The idempotency records in the operations console."""
 
 from django.contrib import admin
+from django.db import transaction
 from django.shortcuts import redirect
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext_lazy
 
+from . import signals
 from .console import admin as console
 from .console import units  # noqa: F401 - registers the units of work's admin
 from .models import IdempotencyRecord, OpsDashboard
@@ -82,19 +84,21 @@ class IdempotencyRecordAdmin(console.ReadOnlyAdmin):
     def release_stuck_keys(self, request, queryset):
         # Only an expired lease is released: a live one belongs to a running
         # worker. "failed" lets the client's retry run; the fenced completion
-        # of a late worker then matches nothing.
-        now = clock.now()
-        stuck = list(queryset.stuck(now))
-        released = (
-            IdempotencyRecord.objects.filter(pk__in=[record.pk for record in stuck])
-            .stuck(now)
-            .update(state=State.FAILED, locked_until=None)
-        )
-        console.log_action(request, stuck, "Released stuck key (lease expired).")
+        # of a late worker then matches nothing. Locked as read: a retry or
+        # another submit taking a key meanwhile holds it, and only the keys
+        # changed here are logged and reported.
+        with transaction.atomic(using=queryset.db):
+            stuck = console.lock_unchanged(queryset.stuck(clock.now()))
+            IdempotencyRecord.objects.using(queryset.db).filter(
+                pk__in=[record.pk for record in stuck]
+            ).update(state=State.FAILED, locked_until=None)
+            console.log_action(request, stuck, "Released stuck key (lease expired).")
+            if stuck:
+                signals.released(stuck, request.user, using=queryset.db)
         self.report(
             request,
             queryset,
-            released,
+            len(stuck),
             ngettext_lazy(
                 "Released %(count)d stuck key.",
                 "Released %(count)d stuck keys.",

@@ -14,7 +14,8 @@ from .shared.steps.models import UnitRecord
 keys = Counter(
     "once_keys",
     "Keyed requests by what was decided: claimed, replayed, conflict, "
-    "mismatch or failed (with why it was not kept as the reason).",
+    "mismatch or failed (with why it was not kept as the reason), or "
+    "released (a stuck key, by an operator).",
     ["operation", "mode", "outcome", "reason"],
 )
 
@@ -27,12 +28,19 @@ def _counting(outcome):
     return receiver
 
 
+def on_released(sender, *, released, **kwargs):
+    # A record does not keep the mode it ran in: "" (as for an early refusal).
+    for key in released:
+        keys.labels(key["operation"], "", "released", "").inc()
+
+
 RECEIVERS = [
     (signals.key_claimed, _counting("claimed")),
     (signals.key_replayed, _counting("replayed")),
     (signals.key_conflict, _counting("conflict")),
     (signals.key_mismatch, _counting("mismatch")),
     (signals.key_failed, _counting("failed")),
+    (signals.keys_released, on_released),
 ]
 
 

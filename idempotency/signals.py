@@ -1,7 +1,8 @@
 """What the keys feature decided, as signals (sent after the commit when the
-decision is a committed fact). Every one is sent with ``operation``, ``mode``
-and ``scope`` keyword arguments, never the raw key: use ``unit`` (the
-identity digest) to tell requests apart. The sender is ``IdempotencyRecord``.
+decision is a committed fact). Every one about a request is sent with
+``operation``, ``mode`` and ``scope`` keyword arguments, never the raw key:
+use ``unit`` (the identity digest) to tell requests apart. The sender is
+``IdempotencyRecord``.
 """
 
 import logging
@@ -10,6 +11,7 @@ from django.dispatch import Signal
 
 from .exceptions import LeaseLost, PayloadMismatch, RequestInFlight
 from .shared.signals import Reporter
+from .shared.units import KEYS, Unit
 
 # A request took its key (new, or a failed or lapsed one taken over): attempt.
 # Atomic mode: sent when its work and answer commit; lease mode: when the
@@ -23,6 +25,10 @@ key_conflict = Signal()
 key_mismatch = Signal()
 # The view's work was rolled back: status, reason (one of FAILURES).
 key_failed = Signal()
+# An operator released stuck keys in the console (the client's retry runs):
+# count, user, released (each key's operation, scope and unit; never a key).
+# The one signal of the keys not about a single request.
+keys_released = Signal()
 
 
 # Sending them, with one log line per decision on the "idempotency" logger.
@@ -112,3 +118,25 @@ def refused(request, policy, exc) -> None:
         # Anyone can mint keys in the anonymous scope: its cap says someone did.
         level = logging.WARNING if exc.status == 429 else logging.INFO
         _report.logger.log(level, message, fields, extra=fields)
+
+
+def released(records, user, *, using: str) -> None:
+    """Stuck keys an operator released, after the release commits."""
+    _report(
+        keys_released,
+        logging.INFO,
+        "%(user)s released %(count)s stuck key(s)",
+        using=using,
+        count=len(records),
+        user=user,
+        released=[
+            {
+                "operation": record.operation,
+                "scope": record.scope,
+                "unit": Unit(
+                    KEYS, (record.scope, record.operation, record.key)
+                ).identity,
+            }
+            for record in records
+        ],
+    )

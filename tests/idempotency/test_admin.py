@@ -1,13 +1,22 @@
 """The idempotency records in the console: read-only, one guarded action."""
 
+import contextlib
+import logging
+import threading
 from datetime import timedelta
 
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
+from django.db.models.signals import post_init
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord
+from idempotency.shared.units import KEYS, Unit
+from tests.conftest import run_concurrently
+from tests.idempotency.prometheus.scraping import METRICS_ON, scrape, value
+from tests.signals import listening
 
 pytestmark = pytest.mark.django_db
 
@@ -127,6 +136,80 @@ def test_release_marks_expired_leases_failed_logs_and_is_safe_twice(client, staf
     second = release(client, stuck)
     assert "Released 0 stuck keys." in second.content.decode()
     assert LogEntry.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)  # sent after the release commits
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_a_release_is_sent_logged_and_counted_with_the_operator_never_the_key(
+    client, staff, caplog
+):
+    stuck = make_record("stuck-key-1234")
+    grant(staff, "release_idempotencyrecord")
+    client.force_login(staff)
+    before = released_count(scrape(client))
+    caplog.set_level(logging.INFO, logger="idempotency")
+
+    with listening() as heard:
+        release(client, stuck)
+        release(client, stuck)  # a second click releases nothing
+
+    [released] = heard.of("keys_released")
+    unit = Unit(KEYS, ("user:1", "op", "stuck-key-1234")).identity
+    assert released == {
+        "count": 1,
+        "user": staff,
+        "released": [{"operation": "op", "scope": "user:1", "unit": unit}],
+    }
+    [logged] = [r for r in caplog.records if r.name == "idempotency"]
+    assert logged.levelname == "INFO"
+    assert {name: getattr(logged, name) for name in released} == released
+    assert released_count(scrape(client)) - before == 1
+    assert "stuck-key-1234" not in client.get("/metrics").content.decode()
+
+
+def released_count(scraped) -> float:
+    return value(
+        scraped,
+        "once_keys_total",
+        operation="op",
+        mode="",
+        outcome="released",
+        reason="",
+    )
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_releases_of_a_stuck_key_release_and_log_it_once(staff):
+    stuck = make_record("stuck")
+    grant(staff, "release_idempotencyrecord")
+    # Each submit waits, once it has read the key, for the other to read it
+    # too (or for a second to pass): the window a concurrent submit uses.
+    both_read = threading.Barrier(2, timeout=1)
+    waited = threading.local()
+
+    def read(sender, instance, **kwargs):
+        if getattr(waited, "done", False):
+            return
+        waited.done = True
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both_read.wait()
+
+    post_init.connect(read, sender=IdempotencyRecord)
+    try:
+
+        def submit(_index):
+            operator = Client()
+            operator.force_login(staff)
+            return release(operator, stuck).status_code
+
+        assert run_concurrently(2, submit) == [200, 200]
+    finally:
+        post_init.disconnect(read, sender=IdempotencyRecord)
+
+    assert LogEntry.objects.count() == 1
+    stuck.refresh_from_db()
+    assert stuck.state == "failed"
 
 
 def test_a_released_key_lets_the_clients_retry_run(api, clock, client, staff):
