@@ -67,7 +67,7 @@ def record(
     # current unit's intent.
     headers = {
         **tracing.created(aggregate_type, message_id),
-        **_intent_header(units.current()),
+        **_intent_header(units.current_intent()),
         **(headers or {}),
         MESSAGE_ID_HEADER: str(message_id),
     }
@@ -151,9 +151,9 @@ def debezium_unsupported(using: str) -> str | None:
     )
 
 
-def _intent_header(unit: units.Unit | None) -> dict:
-    """The header naming the intent the current unit serves, if one runs."""
-    return {INTENT_HEADER: unit.intent} if unit is not None else {}
+def _intent_header(intent: str) -> dict:
+    """The header naming the intent the running code serves, if any."""
+    return {INTENT_HEADER: intent} if intent else {}
 
 
 def _debezium_span_context(headers):

@@ -83,12 +83,33 @@ class Unit:
 
 
 _current: ContextVar[Unit | None] = ContextVar("once_current_unit", default=None)
+# The intent served where no unit runs but its work does: an operator's
+# compensation, which knows the unit by its stored row alone.
+_serving: ContextVar[str] = ContextVar("once_serving_intent", default="")
 
 
 def current() -> Unit | None:
     """The unit whose code is running, if any: ``record()`` tags its events
     with this unit's intent."""
     return _current.get()
+
+
+def current_intent() -> str:
+    """The intent the running code serves ("" when none): the current unit's,
+    else the one ``serving()`` names."""
+    unit = _current.get()
+    return unit.intent if unit is not None else _serving.get()
+
+
+@contextmanager
+def serving(intent: str) -> Iterator[None]:
+    """Serve ``intent`` with no unit current: for a unit's work run from its
+    stored row (its parts, and so ``derive()``, are not kept there)."""
+    token = _serving.set(intent)
+    try:
+        yield
+    finally:
+        _serving.reset(token)
 
 
 @contextmanager

@@ -11,6 +11,7 @@ from django.db import transaction
 from kombu import Connection
 
 from idempotency.shared import clock as shared_clock
+from idempotency.shared import units
 from idempotency.shared.steps import Abandon, StepInTransaction, StepTakenOver
 from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.testing.clock import controlled_clock
@@ -22,6 +23,8 @@ from inbox.conf import inbox_settings
 from inbox.exceptions import DeliveryBusy, StepsNotClaimed
 from inbox.models import InboxMessage
 from inbox.querysets import BUSY
+from outbox.api import record
+from outbox.models import OutboxMessage
 from tests.conftest import run_concurrently
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -218,6 +221,29 @@ def test_abandon_compensates_in_reverse_once_and_applies_the_delivery():
 
     assert consume("m1", abandon=True) == "duplicate"
     assert calls == ["book", "label", "undo label", "undo book"]
+
+
+def cancel_and_record(key, result):
+    with transaction.atomic():
+        record("booking", 1, "booking.cancelled", {})
+
+
+@pytest.mark.parametrize("gives_up", ["abandon", "last-attempt-fails"])
+def test_an_undo_records_its_events_under_the_intent_the_message_carried(gives_up):
+    carried = units.Unit(units.KEYS, ("user:1", "order.create", "k")).intent
+
+    with (
+        suppress(RuntimeError),
+        receive_steps("shipping", "m1", intent=carried, last_attempt=True) as delivery,
+    ):
+        delivery.step("book", called("book"), undo=cancel_and_record)
+        if gives_up == "abandon":
+            raise Abandon("the order was cancelled")
+        raise RuntimeError("the carrier is down")
+
+    assert UnitRecord.objects.get().state == UnitRecord.State.COMPENSATED
+    # Three hops on, the cancellation still names the request's intent.
+    assert OutboxMessage.objects.get().headers["once-intent"] == carried
 
 
 def test_the_last_attempt_that_fails_gives_the_unit_up():

@@ -1,10 +1,13 @@
 """A webhook receipt is a unit of work: ``event.unit``, its ``derive(step)``,
 and the intent its handlers' events carry."""
 
+from contextlib import suppress
+
 import pytest
 from django.db import transaction
 
 from idempotency.shared import units
+from idempotency.shared.steps import Abandon
 from idempotency.shared.steps.models import UnitRecord
 from inbox.api import intent_from, message_id_from, receive_steps
 from outbox import relay
@@ -103,3 +106,27 @@ def test_a_steps_handlers_event_carries_its_intent_into_a_steps_consumers_unit()
         ("webhooks", "record", started.intent),
         ("inbox", "carrier", started.intent),
     ]
+
+
+def refund_and_record(key, result):
+    with transaction.atomic():
+        record("payment", 1, "payment.refunded", {})
+
+
+@pytest.mark.django_db(transaction=True)  # steps commit on their own
+@pytest.mark.parametrize("gives_up", ["abandon", "last-attempt-fails"])
+def test_an_undo_records_its_events_under_the_deliverys_intent(gives_up):
+    @on("github", "push", steps=True)
+    def charge(event):
+        event.step("charge", lambda key: "ch_1", undo=refund_and_record)
+        if gives_up == "abandon":
+            raise Abandon("the order was cancelled")
+        raise RuntimeError("the carrier is down")
+
+    deliver()
+    with suppress(processing.HandlerFailed):
+        processing.process(receipt().pk, last_attempt=True)
+
+    assert UnitRecord.objects.get().state == UnitRecord.State.COMPENSATED
+    started = units.Unit(units.WEBHOOKS, ("github", "evt_1"))
+    assert OutboxMessage.objects.get().headers["once-intent"] == started.intent

@@ -14,7 +14,7 @@ from datetime import timedelta
 from django.db import OperationalError, connections, router, transaction
 from django.utils.module_loading import import_string
 
-from .. import clock, isolation, signals, storable, tracing
+from .. import clock, isolation, signals, storable, tracing, units
 from .exceptions import (
     CompensationFailed,
     CompensationInProgress,
@@ -79,8 +79,12 @@ def _compensate(unit_identity, reason, *, using, lease, attempt) -> bool:
         unit = _take(unit_identity, reason, db, lease, attempt)
     if unit is None:
         return False
-    for step in _to_undo(unit, db):
-        _undo(unit, step, db, lease)
+    # The undos are the unit's work: an event one records names its intent,
+    # also where an operator gives the unit up (its owner's worker runs them
+    # with the unit current).
+    with units.serving(unit.intent):
+        for step in _to_undo(unit, db):
+            _undo(unit, step, db, lease)
     _close(unit, db)
     return True
 

@@ -6,12 +6,15 @@ from datetime import timedelta
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
+from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
 from idempotency.shared.steps import StepTakenOver, begin
 from idempotency.shared.steps.models import StepRecord, UnitRecord
 from idempotency.shared.units import INBOX, KEYS, Unit
+from outbox.api import record
+from outbox.models import OutboxMessage
 from tests.idempotency.prometheus.scraping import METRICS_ON, scrape, value
 from tests.signals import listening
 
@@ -157,6 +160,28 @@ def test_a_release_is_sent_logged_and_counted_once_with_the_operator(
     counted = "once_units_released_total"
     after = scrape(client)
     assert value(after, counted, kind=KEYS) - value(before, counted, kind=KEYS) == 1
+
+
+def refund_and_record(key, result):
+    with transaction.atomic():
+        record("payment", 1, "payment.refunded", {"key": key})
+
+
+def test_an_abandons_undos_record_their_events_under_the_units_intent(client, staff):
+    unit = Unit(INBOX, ("shipping", "m1"), inherited_intent="a" * 64)
+    steps = begin(unit, "shipping m1", lease=LEASE)
+    steps.step("charge", lambda key: "ch_1", undo=refund_and_record)
+    lapse(UnitRecord.objects.get())
+    grant(staff, "abandon_unitrecord")
+    client.force_login(staff)
+
+    act(client, "abandon_units", UnitRecord.objects.get())
+
+    # Run in the console's request, with no unit current, the refund still
+    # names the intent the unit served.
+    event = OutboxMessage.objects.get()
+    assert event.headers["once-intent"] == "a" * 64
+    assert event.payload == {"key": unit.derive("undo:charge")}
 
 
 def test_a_released_units_old_worker_cannot_give_it_up(client, staff):
