@@ -388,13 +388,15 @@ def _units_in(receipts, states) -> list[int]:
 def _steps_finished_message(count: int) -> str:
     return ngettext(
         "%(count)d receipt was left alone: its steps handlers finished their "
-        "unit of work, so each step would return its stored result (its "
-        "recovery point) and nothing would run again. A step's effect is "
-        "redone only by a new event, under a new delivery id.",
+        "unit of work (done, or compensated), so each step would return its "
+        "stored result (its recovery point) or stay undone, and nothing would "
+        "run again. A step's effect is redone only by a new event, under a "
+        "new delivery id.",
         "%(count)d receipts were left alone: their steps handlers finished "
-        "their units of work, so each step would return its stored result "
-        "(its recovery point) and nothing would run again. A step's effect is "
-        "redone only by a new event, under a new delivery id.",
+        "their units of work (done, or compensated), so each step would "
+        "return its stored result (its recovery point) or stay undone, and "
+        "nothing would run again. A step's effect is redone only by a new "
+        "event, under a new delivery id.",
         count,
     ) % {"count": count}
 

@@ -10,6 +10,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.utils import timezone
 
+from idempotency.shared.steps import Abandon
 from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.units import WEBHOOKS, Unit
 from tests.conftest import run_concurrently
@@ -171,6 +172,10 @@ def ship(key):
 shipped: list[str] = []
 
 
+def unship(key, result):
+    shipped.append(f"undo {key}")
+
+
 @pytest.mark.django_db(transaction=True)  # steps commit on their own
 def test_replay_leaves_failed_a_receipt_whose_steps_were_compensated(
     client, operator, handler_registry, act
@@ -220,40 +225,44 @@ def test_force_reprocess_leaves_alone_a_receipt_whose_steps_are_done_and_says_wh
 
     @handler_registry.on("github", "push", steps=True)
     def push(event):
-        event.step("ship", ship)
+        event.step("ship", ship, undo=unship)
+        if event.delivery_id == "d3":
+            raise Abandon("the order was cancelled")  # compensated: undone
 
     @handler_registry.on("github", "ping")
     def ping(event):
         pinged.append(event.delivery_id)
 
-    stepped, plain = receipt("d1", "received"), receipt("d2", "received", "ping")
-    for stored in (stepped, plain):
-        processing.process(stored.pk)
-    assert (shipped, pinged) == (
-        [Unit(WEBHOOKS, ("github", "d1")).derive("ship")],
-        ["d2"],
+    stepped, plain, abandoned = (
+        receipt("d1", "received"),
+        receipt("d2", "received", "ping"),
+        receipt("d3", "received"),
     )
+    for stored in (stepped, plain, abandoned):
+        processing.process(stored.pk)
+    assert (len(shipped), pinged) == (3, ["d2"])  # d3: shipped and unshipped
     grant(operator, "reprocess_webhookreceipt")
     client.force_login(operator)
 
-    confirm = act("force_reprocess", stepped, plain)
+    confirm = act("force_reprocess", stepped, plain, abandoned)
     # The page promises a run only where one would happen.
     question = confirm.content.decode()
     assert "1 processed receipt will run its handlers again" in question
-    assert "1 receipt was left alone: its steps handlers finished" in question
+    assert "2 receipts were left alone: their steps handlers finished" in question
     with listening() as heard:
         answer = submit(confirm).content.decode()
 
-    # Its step returned its recovery point: nothing would have run again, so
-    # it is not queued as if something would.
-    assert len(shipped) == 1
+    # Each step would return its recovery point, or stay undone: nothing
+    # would have run again, so neither is queued as if something would.
+    assert len(shipped) == 3
     assert pinged == ["d2", "d2"]
     assert "Queued 1 receipt for reprocessing." in answer
     assert "Skipped" not in answer
-    assert "1 receipt was left alone: its steps handlers finished" in answer
+    assert "2 receipts were left alone: their steps handlers finished" in answer
     assert "nothing would run again" in answer
-    stepped.refresh_from_db()
-    assert (stepped.state, stepped.attempts) == ("processed", 1)
+    for left in (stepped, abandoned):
+        left.refresh_from_db()
+        assert (left.state, left.attempts) == ("processed", 1)
     assert [entry.object_id for entry in LogEntry.objects.all()] == [str(plain.pk)]
     [replayed] = heard.of("delivery_replayed")
     assert replayed["receipt_ids"] == [plain.pk]
