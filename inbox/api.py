@@ -253,6 +253,12 @@ def checked_subscriber(subscriber) -> None:
         raise SubscriberInvalid(
             f"A subscriber is a name, not {type(subscriber).__name__}."
         )
+    if units.SEPARATOR in subscriber:
+        # Else ("a\x1fb", message "c") and ("a", message "b\x1fc") would be
+        # one unit: the same recovery points and derived keys.
+        raise SubscriberInvalid(
+            f"A subscriber cannot hold the unit separator (\\x1f): {subscriber!r}."
+        )
     field = InboxMessage._meta.get_field("subscriber")
     try:
         storable.check_column(subscriber, field, "The subscriber")

@@ -333,8 +333,8 @@ def test_an_id_the_column_cannot_hold_is_refused_before_any_transaction(message_
 
 SUBSCRIBERS = pytest.mark.parametrize(
     "subscriber",
-    ["s" * 256, "s\x001", "s-\ud800", 7],
-    ids=["over-255-characters", "nul", "lone-surrogate", "not-a-string"],
+    ["s" * 256, "s\x001", "s-\ud800", 7, "s\x1f1"],
+    ids=["over-255-characters", "nul", "lone-surrogate", "not-a-string", "separator"],
 )
 
 
