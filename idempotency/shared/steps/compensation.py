@@ -135,14 +135,15 @@ def _take(unit_identity, reason, db, lease, attempt) -> UnitRecord | None:
 def _to_undo(unit, db) -> list[StepRecord]:
     """The completed steps with an undo, the last recovery point first.
 
-    By attempt first: the fence stores every step of an attempt before any of
-    the next one's, which may have run on a host whose clock is behind, so
-    finished_at orders only the steps of one attempt."""
+    By id: a recovery point gets a new one when it is stored, under the unit's
+    lock (``store_point``), so ids keep the order of completion, which no
+    clock does (frozen, coarse, or behind on the host of a later attempt).
+    The attempt first keeps that true of rows stored before ids did."""
     return list(
         StepRecord.objects.using(db)
         .filter(unit=unit, state=StepState.DONE)
         .exclude(undo="")
-        .order_by("-attempt", "-finished_at", "-id")
+        .order_by("-attempt", "-id")
     )
 
 
@@ -200,7 +201,7 @@ def _close(unit, db) -> None:
             name.removeprefix(UNDO_PREFIX)
             for name in StepRecord.objects.using(db)
             .filter(unit=unit, name__startswith=UNDO_PREFIX)
-            .order_by("attempt", "finished_at", "id")
+            .order_by("attempt", "id")
             .values_list("name", flat=True)
         ]
         report(

@@ -341,7 +341,8 @@ def announce_step(
 def store_point(using, *, unit, attempt, state, lease_until, now, **step) -> bool:
     """Store a done step (``name``, ``result``, ``undo``, ``undo_key``) if the
     unit is still in ``state`` at ``attempt``, renewing its lease; False if
-    not (fenced out). The failed row of earlier calls becomes done.
+    not (fenced out). The failed row of earlier calls becomes done, under
+    a new id (``_next_id``).
 
     On PostgreSQL one statement, so one round trip: the fenced UPDATE locks
     the unit's row in a CTE and the INSERT happens only if it matched. A
@@ -358,6 +359,7 @@ def store_point(using, *, unit, attempt, state, lease_until, now, **step) -> boo
     }
     table = _quoted(StepRecord, using)
     done = (
+        f"{_next_id(table, connection)}, "
         "state = excluded.state, attempt = excluded.attempt, "
         "result = excluded.result, undo = excluded.undo, "
         "undo_key = excluded.undo_key, error = '', "
@@ -401,6 +403,18 @@ def store_point(using, *, unit, attempt, state, lease_until, now, **step) -> boo
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone() is not None
+
+
+def _next_id(table: str, connection) -> str:
+    """The assignment that gives a failed row becoming done a new id, as an
+    insert would: ids then follow the order the recovery points were stored
+    in (each under the unit's lock), which the undos run back along. A clock
+    cannot tell that order, frozen or coarse, or behind on another host."""
+    pk = connection.ops.quote_name(StepRecord._meta.pk.column)
+    if connection.vendor == "postgresql":
+        return f"{pk} = DEFAULT"  # the column's sequence (identity or serial)
+    # SQLite writes one at a time; AUTOINCREMENT never hands out a lower id.
+    return f"{pk} = (SELECT MAX({pk}) + 1 FROM {table})"
 
 
 def _quoted(model, using) -> str:

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.db import transaction
 
+from idempotency.shared import clock as apps_clock
 from idempotency.shared import signals
 from idempotency.shared.steps import (
     Abandon,
@@ -157,7 +158,7 @@ def test_a_step_that_raises_is_noted_and_called_again_next_time():
     )
 
     assert start().step("flaky", flaky) == "ok"
-    row.refresh_from_db()
+    row = StepRecord.objects.get()  # done under a new id: the completion order
     assert (row.state, row.attempts, row.error, row.attempt) == ("done", 2, "", 2)
 
 
@@ -435,6 +436,34 @@ def test_undos_run_in_reverse_order_when_a_later_attempts_clock_is_behind(clock)
     retry.give_up("declined")
 
     assert [c[0] for c in calls] == ["cancel", "refund"]
+
+
+def test_undos_run_in_reverse_order_of_completion_when_the_clock_stands_still(
+    monkeypatch,
+):
+    # A frozen (or coarse) clock: every recovery point gets the same time.
+    moment = apps_clock.now()
+    monkeypatch.setattr(apps_clock, "now", lambda: moment)
+    timeouts = [ConnectionError("timeout")]
+
+    def flaky_charge(key):
+        if timeouts:
+            raise timeouts.pop()
+        return charge(key)
+
+    with pytest.raises(ConnectionError):
+        start().step("charge", flaky_charge, undo=refund)
+    retry = start()
+    retry.step("book", book, undo=cancel_booking)
+    retry.step("charge", flaky_charge, undo=refund)  # completed last
+    calls.clear()
+
+    with listening() as heard:
+        retry.give_up("declined")
+
+    assert [c[0] for c in calls] == ["refund", "cancel"]
+    compensated = [kwargs for name, kwargs in heard if name == "unit_compensated"]
+    assert [kwargs["steps"] for kwargs in compensated] == [["charge", "book"]]
 
 
 def test_a_given_up_unit_runs_no_more_steps():
