@@ -55,6 +55,8 @@ class InboxMessageAdmin(console.ReadOnlyAdmin):
         # The same task id and arguments, so the same message id: a second
         # replay, or a click on a row applied meanwhile, applies nothing twice.
         dead = list(queryset.dead())
+        # Left dead like a compensated one, but with its undos unfinished.
+        compensating = ops.still_compensating(dead)
         sent, error = [], None
         for message in dead:
             try:
@@ -84,21 +86,47 @@ class InboxMessageAdmin(console.ReadOnlyAdmin):
                 messages.ERROR,
             )
         elif left := len(dead) - len(sent):
-            self.message_user(
-                request,
-                ngettext(
-                    "%(count)d was left dead: its arguments were not kept, or "
-                    "its steps were compensated when its attempts ran out. "
-                    "Resend it from its producer, as a new message if its "
-                    "steps were compensated: under the same message id it "
-                    "would join the same given-up unit.",
-                    "%(count)d were left dead: their arguments were not kept, "
-                    "or their steps were compensated when their attempts ran "
-                    "out. Resend them from their producer, as new messages if "
-                    "their steps were compensated: under the same message ids "
-                    "they would join the same given-up units.",
-                    left,
-                )
-                % {"count": left},
-                messages.WARNING,
+            if compensating:
+                self._say_still_compensating(request, len(compensating))
+            if others := left - len(compensating):
+                self._say_left_dead(request, others)
+
+    def _say_still_compensating(self, request, count):
+        self.message_user(
+            request,
+            ngettext(
+                "%(count)d was left dead: its unit of work is still "
+                "compensating, an undo of its steps having failed. Abandon "
+                "that unit again under Units of work to finish its undos; then "
+                "resend the message from its producer, as a new message, if its "
+                "work should run again.",
+                "%(count)d were left dead: their units of work are still "
+                "compensating, an undo of their steps having failed. Abandon "
+                "those units again under Units of work to finish their undos; "
+                "then resend the messages from their producer, as new messages, "
+                "if their work should run again.",
+                count,
             )
+            % {"count": count},
+            messages.WARNING,
+        )
+
+    def _say_left_dead(self, request, left):
+        self.message_user(
+            request,
+            ngettext(
+                "%(count)d was left dead: its arguments were not kept, or "
+                "its steps were compensated when its attempts ran out. "
+                "Resend it from its producer, as a new message if its "
+                "steps were compensated: under the same message id it "
+                "would join the same given-up unit.",
+                "%(count)d were left dead: their arguments were not kept, "
+                "or their steps were compensated when their attempts ran "
+                "out. Resend them from their producer, as new messages if "
+                "their steps were compensated: under the same message ids "
+                "they would join the same given-up units.",
+                left,
+            )
+            % {"count": left},
+            messages.WARNING,
+        )

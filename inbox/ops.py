@@ -83,11 +83,26 @@ def _unit(message) -> units.Unit:
     return units.Unit(units.INBOX, (message.subscriber, message.message_id))
 
 
+def still_compensating(messages) -> list[InboxMessage]:
+    """Those of ``messages`` whose unit is still compensating: an undo failed
+    when it gave up. Its undos finish when an operator abandons the unit
+    again (Units of work), not by a replay of the message."""
+    compensating = _units_in(messages, (UnitRecord.State.COMPENSATING,))
+    return [message for message in messages if _unit(message).identity in compensating]
+
+
 def _given_up(messages) -> set[str]:
-    """The identities of the messages' units that gave up (compensated)."""
+    """The identities of the messages' units that gave up (compensating or
+    compensated)."""
+    return _units_in(
+        messages, (UnitRecord.State.COMPENSATING, UnitRecord.State.COMPENSATED)
+    )
+
+
+def _units_in(messages, states) -> set[str]:
     return set(
         UnitRecord.objects.filter(
             pk__in=[_unit(message).identity for message in messages],
-            state__in=(UnitRecord.State.COMPENSATING, UnitRecord.State.COMPENSATED),
+            state__in=states,
         ).values_list("pk", flat=True)
     )

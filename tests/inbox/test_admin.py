@@ -201,23 +201,31 @@ def test_a_replay_while_the_broker_is_down_says_so_and_keeps_the_message_dead(
     assert InboxMessage.objects.get().state == "dead"
 
 
+def given_up(message_id, state, **unit):
+    """A dead message whose last attempt gave its unit up (``state``)."""
+    row = message(message_id)
+    InboxMessage.objects.filter(pk=row.pk).update(
+        state="dead",
+        redrive={"task": "t", "id": message_id, "args": [], "kwargs": {}},
+    )
+    now = timezone.now()
+    UnitRecord.objects.create(
+        id=Unit(INBOX, ("shop", message_id)).identity,
+        kind=INBOX,
+        intent="i",
+        state=state,
+        created_at=now,
+        updated_at=now,
+        **unit,
+    )
+    return row
+
+
 def test_replay_leaves_a_message_whose_steps_were_compensated_dead_and_says_so(
     replay,
 ):
-    row = message("m3")
-    InboxMessage.objects.filter(pk=row.pk).update(
-        state="dead", redrive={"task": "t", "id": "m3", "args": [], "kwargs": {}}
-    )
     # Its last attempt gave its unit up: a replay would apply nothing.
-    now = timezone.now()
-    UnitRecord.objects.create(
-        id=Unit(INBOX, ("shop", "m3")).identity,
-        kind=INBOX,
-        intent="i",
-        state="compensated",
-        created_at=now,
-        updated_at=now,
-    )
+    row = given_up("m3", "compensated")
 
     response = replay(row.pk)
 
@@ -226,4 +234,22 @@ def test_replay_leaves_a_message_whose_steps_were_compensated_dead_and_says_so(
     assert said[1].startswith("1 was left dead")
     # Resent under the same id, it would be the same given-up unit.
     assert "as a new message if its steps were compensated" in said[1]
+    assert InboxMessage.objects.get(pk=row.pk).state == "dead"
+
+
+def test_replay_leaves_a_message_whose_unit_is_still_compensating_dead_and_says_how(
+    replay,
+):
+    # Its unit gave up, but an undo failed: it is not compensated yet, and
+    # the undos finish under Units of work, not by a replay.
+    row = given_up("m4", "compensating", error="ConnectionError: provider down")
+
+    response = replay(row.pk)
+
+    said = [str(m) for m in response.context["messages"]]
+    assert said[0] == "Replayed 0 messages."
+    assert said[1].startswith("1 was left dead: its unit of work is still compensating")
+    assert "Abandon that unit again under Units of work" in said[1]
+    assert not any("were compensated" in line for line in said)
+    assert len(said) == 2
     assert InboxMessage.objects.get(pk=row.pk).state == "dead"
