@@ -17,6 +17,7 @@ from django.utils.translation import gettext, ngettext, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from idempotency.console import admin as console
+from idempotency.shared.conf import shared_settings
 from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.units import WEBHOOKS, Unit
 
@@ -105,11 +106,15 @@ def replay_notes() -> list[str]:
                 "%(source)s: no signed time. A body resent more than "
                 "%(retention)s (RETENTION) after its receipt was processed runs "
                 "its handlers again; the source accepts that after "
-                "%(horizon)s (REPLAY_HORIZON)."
+                "%(horizon)s (REPLAY_HORIZON). A steps handler's steps run "
+                "again only once their unit of work is purged too, untouched "
+                "for %(units)s (UNIT_RETENTION): until then the resend joins "
+                "it, and each step returns its stored result."
             ) % {
                 "source": name,
                 "retention": _span(webhooks_settings.RETENTION),
                 "horizon": _span(source.replay_horizon),
+                "units": _span(shared_settings.UNIT_RETENTION),
             }
         notes.append(note)
     return notes

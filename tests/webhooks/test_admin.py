@@ -122,6 +122,8 @@ def test_the_list_says_what_each_source_does_with_a_delivery_sent_again(
     assert "30 days (RETENTION)" in by_source["github"]
     assert "runs its handlers again" in by_source["github"]
     assert "30 days (REPLAY_HORIZON)" in by_source["github"]
+    # A steps handler's steps come back from their unit, kept longer.
+    assert "for 90 days (UNIT_RETENTION)" in by_source["github"]
     assert "no signed time" in by_source["hmac"]
     assert "more than 5 minutes from its signing is refused" in by_source["stripe"]
     assert "every delivery is refused" in by_source["standard"]

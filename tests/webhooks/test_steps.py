@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from idempotency.shared import clock
+from idempotency.shared import clock, retention
 from idempotency.shared.steps import Abandon
 from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.testing.clock import controlled_clock
@@ -284,6 +284,28 @@ def test_a_providers_resend_of_a_receipt_whose_unit_gave_up_runs_no_step(
     assert WebhookReceipt.objects.get().last_error.startswith(
         "abandoned and compensated: its attempts ran out"
     )
+
+
+def test_a_providers_resend_after_its_receipt_was_purged_runs_no_step_again(
+    steps_handler, clock
+):
+    # RETENTION (30 days) purges the receipt, UNIT_RETENTION (90) keeps its
+    # unit: the resend is a new receipt and its handler runs, but the same
+    # delivery id is the same unit, whose steps return their stored results.
+    deliver()
+    first = WebhookReceipt.objects.get().pk
+    assert processing.process(first) == "processed"
+    assert calls == ["charge", "ship"]
+    clock.advance(webhooks_settings.RETENTION + timedelta(days=1))
+    assert retention.purge(only=["webhooks", "units"]) == {"webhooks": 1, "units": 0}
+
+    assert deliver().status_code == 202
+    resent = WebhookReceipt.objects.get()
+    assert resent.pk != first
+    assert processing.process(resent.pk) == "processed"
+
+    assert calls == ["charge", "ship"]
+    assert UnitRecord.objects.get().state == UnitRecord.State.DONE
 
 
 def test_a_drain_that_fails_with_no_retries_left_gives_the_unit_up(
