@@ -5,8 +5,10 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.db import connection, connections
 from django.test import Client
+from django.utils import timezone
 
 # Re-exported: the suite's concurrency tests import it from here.
+from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.testing.threads import run_concurrently  # noqa: F401
 from outbox import relay
 from outbox.kicks import relay_kicker
@@ -142,3 +144,19 @@ def abandon_in_console(make_user):
         )
 
     return abandon
+
+
+def given_up_unit(unit, state, **fields) -> UnitRecord:
+    """The row of ``unit`` (a ``Unit``) as giving it up left it: ``state``
+    compensated, or compensating when an undo raised."""
+    now = timezone.now()
+    return UnitRecord.objects.create(
+        id=unit.identity,
+        kind=unit.kind,
+        intent="i",
+        state=state,
+        reason="its attempts ran out",
+        created_at=now,
+        updated_at=now,
+        **fields,
+    )

@@ -222,7 +222,12 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
         # handlers still run once.
         # A receipt whose steps were compensated (its last attempt gave its
         # unit up) would run no step: it would end processed, applying nothing.
-        given_up = _given_up(queryset.filter(state=State.FAILED))
+        # One still compensating (an undo raised) is left to Units of work,
+        # whose abandon finishes its undos.
+        failed = queryset.filter(state=State.FAILED)
+        compensated = _given_up(failed, UnitState.COMPENSATED)
+        compensating = _given_up(failed, UnitState.COMPENSATING)
+        given_up = compensated + compensating
         replayed = _reopen(
             request,
             queryset,
@@ -246,25 +251,12 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
                 "count",
             ),
         )
-        if given_up:
-            self.message_user(
-                request,
-                ngettext(
-                    "%(count)d failed receipt was left failed: its steps were "
-                    "compensated when its attempts ran out, so a replay would "
-                    "apply nothing, nor would the provider's resend of its "
-                    "delivery id (the same unit). Only a new event, under a new "
-                    "delivery id, runs the work again.",
-                    "%(count)d failed receipts were left failed: their steps were "
-                    "compensated when their attempts ran out, so a replay would "
-                    "apply nothing, nor would the provider's resend of their "
-                    "delivery ids (the same units). Only new events, under new "
-                    "delivery ids, run the work again.",
-                    len(given_up),
-                )
-                % {"count": len(given_up)},
-                messages.WARNING,
-            )
+        for count, say in (
+            (len(compensating), _still_compensating_message),
+            (len(compensated), _compensated_message),
+        ):
+            if count:
+                self.message_user(request, say(count), messages.WARNING)
 
     @admin.action(
         permissions=["reprocess"],
@@ -343,9 +335,10 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
         )
 
 
-def _given_up(receipts) -> list[int]:
-    """The ids of ``receipts`` whose unit of steps gave up (compensated)."""
-    return _units_in(receipts.values_list("pk", "source", "delivery_id"), GIVEN_UP)
+def _given_up(receipts, state) -> list[int]:
+    """The ids of ``receipts`` whose unit of steps gave up and is ``state``
+    (compensating, or compensated)."""
+    return _units_in(receipts.values_list("pk", "source", "delivery_id"), (state,))
 
 
 def _steps_finished(receipts) -> list[int]:
@@ -388,6 +381,36 @@ def _units_in(receipts, states) -> list[int]:
             pk__in=identities[start : start + GIVEN_UP_BATCH], state__in=states
         ).values_list("pk", flat=True)
     return [by_identity[identity] for identity in found]
+
+
+def _still_compensating_message(count: int) -> str:
+    return ngettext(
+        "%(count)d failed receipt was left failed: its unit of work is still "
+        "compensating, an undo of its steps having failed. Abandon that unit "
+        "again under Units of work to finish its undos. Only a new event, "
+        "under a new delivery id, runs the work again.",
+        "%(count)d failed receipts were left failed: their units of work are "
+        "still compensating, an undo of their steps having failed. Abandon "
+        "those units again under Units of work to finish their undos. Only new "
+        "events, under new delivery ids, run the work again.",
+        count,
+    ) % {"count": count}
+
+
+def _compensated_message(count: int) -> str:
+    return ngettext(
+        "%(count)d failed receipt was left failed: its steps were "
+        "compensated when its attempts ran out, so a replay would "
+        "apply nothing, nor would the provider's resend of its "
+        "delivery id (the same unit). Only a new event, under a new "
+        "delivery id, runs the work again.",
+        "%(count)d failed receipts were left failed: their steps were "
+        "compensated when their attempts ran out, so a replay would "
+        "apply nothing, nor would the provider's resend of their "
+        "delivery ids (the same units). Only new events, under new "
+        "delivery ids, run the work again.",
+        count,
+    ) % {"count": count}
 
 
 def _steps_finished_message(count: int) -> str:

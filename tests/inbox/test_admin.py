@@ -9,9 +9,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from idempotency.shared import retention
-from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.units import INBOX, Unit
 from inbox.models import InboxMessage
+from tests.conftest import given_up_unit
 from tests.idempotency.prometheus.scraping import METRICS_ON, scrape, value
 from tests.signals import listening
 
@@ -201,23 +201,14 @@ def test_a_replay_while_the_broker_is_down_says_so_and_keeps_the_message_dead(
     assert InboxMessage.objects.get().state == "dead"
 
 
-def given_up(message_id, state, **unit):
+def given_up(message_id, state, **fields):
     """A dead message whose last attempt gave its unit up (``state``)."""
     row = message(message_id)
     InboxMessage.objects.filter(pk=row.pk).update(
         state="dead",
         redrive={"task": "t", "id": message_id, "args": [], "kwargs": {}},
     )
-    now = timezone.now()
-    UnitRecord.objects.create(
-        id=Unit(INBOX, ("shop", message_id)).identity,
-        kind=INBOX,
-        intent="i",
-        state=state,
-        created_at=now,
-        updated_at=now,
-        **unit,
-    )
+    given_up_unit(Unit(INBOX, ("shop", message_id)), state, **fields)
     return row
 
 

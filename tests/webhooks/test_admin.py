@@ -11,9 +11,8 @@ from django.test import Client
 from django.utils import timezone
 
 from idempotency.shared.steps import Abandon
-from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.units import WEBHOOKS, Unit
-from tests.conftest import run_concurrently
+from tests.conftest import given_up_unit, run_concurrently
 from tests.signals import listening
 from webhooks import processing
 from webhooks.models import WebhookReceipt, WebhookRejection
@@ -178,6 +177,10 @@ def unship(key, result):
     shipped.append(f"undo {key}")
 
 
+def unit_given_up(delivery_id, state, **fields):
+    return given_up_unit(Unit(WEBHOOKS, ("github", delivery_id)), state, **fields)
+
+
 @pytest.mark.django_db(transaction=True)  # steps commit on their own
 def test_replay_leaves_failed_a_receipt_whose_steps_were_compensated(
     client, operator, handler_registry, act
@@ -191,16 +194,7 @@ def test_replay_leaves_failed_a_receipt_whose_steps_were_compensated(
     gave_up, failed = receipt("d1", "failed"), receipt("d2", "failed")
     # d1's last attempt gave its unit up: a replay would find every step
     # abandoned, mark it processed and apply nothing.
-    now = timezone.now()
-    UnitRecord.objects.create(
-        id=Unit(WEBHOOKS, ("github", "d1")).identity,
-        kind=WEBHOOKS,
-        intent="i",
-        state="compensated",
-        reason="its attempts ran out",
-        created_at=now,
-        updated_at=now,
-    )
+    unit_given_up("d1", "compensated")
     grant(operator, "replay_webhookreceipt")
     client.force_login(operator)
 
@@ -216,6 +210,27 @@ def test_replay_leaves_failed_a_receipt_whose_steps_were_compensated(
     assert "Only a new event, under a new delivery id, runs the work again." in text
     gave_up.refresh_from_db()
     assert gave_up.state == "failed"
+
+
+def test_replay_leaves_failed_a_receipt_whose_unit_is_still_compensating(
+    client, operator, act
+):
+    stuck = receipt("d1", "failed")
+    # Its unit gave up, but an undo raised: not compensated yet, and its
+    # undos finish under Units of work, not by a replay.
+    unit_given_up("d1", "compensating", error="ConnectionError: carrier down")
+    grant(operator, "replay_webhookreceipt")
+    client.force_login(operator)
+
+    answer = act("replay", stuck)
+
+    text = answer.content.decode()
+    assert "Replayed 0 receipts." in text
+    assert "1 failed receipt was left failed: its unit of work is still" in text
+    assert "Abandon that unit again under Units of work" in text
+    assert "its steps were compensated" not in text
+    stuck.refresh_from_db()
+    assert stuck.state == "failed"
 
 
 @pytest.mark.django_db(transaction=True)  # steps commit on their own
