@@ -138,7 +138,8 @@ def _to_undo(unit, db) -> list[StepRecord]:
     By id: a recovery point gets a new one when it is stored, under the unit's
     lock (``store_point``), so ids keep the order of completion, which no
     clock does (frozen, coarse, or behind on the host of a later attempt).
-    The attempt first keeps that true of rows stored before ids did."""
+    Attempt first, for rows stored before that (a step that failed once
+    kept the id of its first call): the fence still orders attempts."""
     return list(
         StepRecord.objects.using(db)
         .filter(unit=unit, state=StepState.DONE)
