@@ -226,16 +226,15 @@ def _start(receipt) -> bool:
 
     A worker killed mid-handler (out of memory, a hard time limit) rolls
     back all but this: a lease still set once it has lapsed is a run whose
-    worker died. Raises ``WorkerDied`` when more runs in a row than
-    ``MAX_RETRIES`` allows died, instead of killing one more worker.
+    worker died. When more runs in a row than ``MAX_RETRIES`` allows died,
+    this run is leased all the same: ``_run`` gives the receipt up instead
+    of killing one more worker, and holds it meanwhile.
     """
     now = clock.now()
     if receipt.locked_until is not None:
         if receipt.locked_until > now:
             return False
         receipt.worker_deaths += 1
-        if receipt.worker_deaths > webhooks_settings.MAX_RETRIES:
-            raise WorkerDied(receipt.pk, receipt.worker_deaths)
     receipt.locked_until = now + _lease(receipt)
     receipt.save(update_fields=["locked_until", "worker_deaths"])
     return True
@@ -265,10 +264,17 @@ def _lease(receipt) -> timedelta:
 
 
 def _run(receipts, receipt, *, last_attempt: bool) -> Outcome:
-    """Run the handlers of a receipt ``_start`` leased to this worker."""
+    """Run the handlers of a receipt ``_start`` leased to this worker.
+
+    Raises ``WorkerDied`` instead when its workers died more times in a row
+    than ``MAX_RETRIES`` allows, after giving its steps' unit up.
+    """
+    died = _too_many_deaths(receipt)
     if _runs_steps(receipt):
         # Outside any transaction: each step commits its own recovery point.
-        return _run_steps(receipts, receipt, last_attempt=last_attempt)
+        return _run_steps(receipts, receipt, last_attempt=last_attempt, died=died)
+    if died is not None:
+        raise died
     # The handlers' writes and the "processed" mark commit as one.
     with transaction.atomic(using=receipts.db):
         if receipts.lock_leased(receipt.pk, receipt.locked_until).first() is None:
@@ -276,12 +282,20 @@ def _run(receipts, receipt, *, last_attempt: bool) -> Outcome:
         return _run_handlers(receipt)
 
 
-def _run_steps(receipts, receipt, *, last_attempt=False) -> Outcome:
+def _too_many_deaths(receipt) -> WorkerDied | None:
+    if receipt.worker_deaths > webhooks_settings.MAX_RETRIES:
+        return WorkerDied(receipt.pk, receipt.worker_deaths)
+    return None
+
+
+def _run_steps(receipts, receipt, *, last_attempt=False, died=None) -> Outcome:
     """Run steps handlers in no transaction, resuming at the first step with
     no recovery point; then mark the receipt processed with the unit's end.
 
     ``Abandon`` gives the unit up (its completed steps are undone, once
-    each) and finishes the receipt: a retry will not run it again.
+    each) and finishes the receipt: a retry will not run it again. So does
+    a last attempt that fails, and ``died`` (its workers' deaths used its
+    runs up) before any handler runs.
     """
     unit = _event(receipt).unit
     held = receipts.filter(pk=receipt.pk)
@@ -302,6 +316,9 @@ def _run_steps(receipts, receipt, *, last_attempt=False) -> Outcome:
         using=receipts.db,
         renew=renew,
     )
+    if died is not None:
+        handle.give_up(f"its attempts ran out: {died!r}")
+        raise died
     event = _event(receipt, steps=handle)
     abandoned = ""
     try:

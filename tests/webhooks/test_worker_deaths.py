@@ -11,9 +11,12 @@ from datetime import timedelta
 import pytest
 
 from idempotency.shared import clock
+from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.testing.clock import controlled_clock
 from idempotency.shared.testing.crashes import SimulatedCrash
+from idempotency.shared.units import WEBHOOKS, Unit
 from webhooks import processing
+from webhooks.conf import webhooks_settings
 from webhooks.exceptions import HandlerFailed, WorkerDied
 from webhooks.handlers import on
 from webhooks.models import WebhookReceipt
@@ -149,6 +152,55 @@ def test_a_run_that_raises_ends_the_row_of_deaths(runs, settings):
         assert processing.process(pk) == processing.Outcome.PROCESSED
 
     assert ran == ["flaky"] * 4
+
+
+undone: list[tuple[str, str]] = []
+
+
+def undo(key, result):
+    undone.append((result, key))
+
+
+@pytest.mark.parametrize("path", ["drain", "task"])
+def test_a_steps_receipt_that_keeps_killing_its_worker_gives_its_unit_up(
+    settings, path
+):
+    # As a last attempt that raises: the completed steps' undos run, once
+    # each, the last recovery point first, each with its step's undo key.
+    settings.WEBHOOKS = {**settings.WEBHOOKS, "MAX_RETRIES": 1}
+    undone.clear()
+
+    @on("github", "push", steps=True)
+    def book(event):
+        event.step("charge", lambda key: "charge", undo=undo)
+        event.step("reserve", lambda key: "reserve", undo=undo)
+        raise SimulatedCrash("killed after its steps")
+
+    pk = _received("poison")
+
+    def run():
+        if path == "drain":
+            return processing.drain(10, retry=lambda pk: None)
+        return processing.process(pk)
+
+    with controlled_clock() as control:
+        for _ in range(2):  # the first run and its retry
+            with suppress(SimulatedCrash):
+                run()
+            control.advance(webhooks_settings.STEPS_LEASE + timedelta(seconds=1))
+        with suppress(WorkerDied):
+            run()
+
+    unit = Unit(WEBHOOKS, ("github", "poison"))
+    assert undone == [
+        ("reserve", unit.derive("undo:reserve")),
+        ("charge", unit.derive("undo:charge")),
+    ]
+    assert UnitRecord.objects.get().state == UnitRecord.State.COMPENSATED
+    receipt = WebhookReceipt.objects.get(pk=pk)
+    assert receipt.state == "failed"
+    assert "its handler's worker died 2 times" in receipt.last_error
+    assert receipt.locked_until is None
 
 
 def test_the_console_shows_a_receipts_worker_deaths(client, make_user):
