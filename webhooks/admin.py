@@ -439,7 +439,7 @@ def _reopen(
         reopened = console.lock_unchanged(queryset, *conditions)
         WebhookReceipt.objects.using(queryset.db).filter(
             pk__in=[r.pk for r in reopened]
-        ).update(state=State.RECEIVED, processed_at=None)
+        ).update(state=State.RECEIVED, processed_at=None, worker_deaths=0)
         console.log_action(request, reopened, log)
         _enqueue_on_commit((r.pk for r in reopened), queryset.db)
     if reopened:

@@ -192,7 +192,8 @@ webhooks_settings = AppSettings(
             5,
             non_negative_int,
             "webhooks.E014",
-            doc="Celery retries of a failing receipt.",
+            doc="Retries of a failing receipt: it runs at most `MAX_RETRIES` + 1 "
+            "times, whether its handlers raise or kill their worker.",
         ),
         "RETRY_BACKOFF_MAX": Option(
             600,

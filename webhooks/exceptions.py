@@ -134,7 +134,15 @@ class ProcessingFailed(WebhookError):
 
 
 class HandlerFailed(ProcessingFailed):
-    """A handler raised; its work rolled back and the receipt says failed."""
+    """A handler raised; its work rolled back and the receipt says failed.
+
+    ``last_attempt``: the receipt's runs are used up (``MAX_RETRIES``, its
+    workers' deaths among them): nothing retries it.
+    """
+
+    def __init__(self, receipt_id: int, message: str, *, last_attempt: bool = False):
+        super().__init__(receipt_id, message)
+        self.last_attempt = last_attempt
 
 
 class ReceiptUnreadable(ProcessingFailed):
@@ -145,9 +153,9 @@ class ReceiptUnreadable(ProcessingFailed):
 
 class WorkerDied(ProcessingFailed):
     """The receipt's handlers ran in a worker that died (killed out of memory
-    or at a hard time limit) more times in a row than ``MAX_RETRIES`` allows;
-    it says failed with that count. Not retried: its next run would kill its
-    worker as well."""
+    or at a hard time limit), and with its runs that raised it ran more times
+    than ``MAX_RETRIES`` allows; it says failed with the deaths' count. Not
+    retried: its next run would kill its worker as well."""
 
     def __init__(self, receipt_id: int, deaths: int):
         super().__init__(

@@ -41,13 +41,18 @@ class Outcome(StrEnum):
     LEASED = "leased"
 
 
-def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
+def process(
+    receipt_id: int, *, failures: int = 0, last_attempt: bool = False
+) -> Outcome:
     """Run the handlers of one receipt unless it is finished; say what happened.
 
-    Raises ``HandlerFailed``, ``ReceiptUnreadable`` or ``WorkerDied`` after
-    recording the failure. Steps handlers that fail on the ``last_attempt``
-    give their unit up first: the undos of its completed steps run. A worker
-    whose lease lapsed and was taken over writes nothing more: ``LEASED``.
+    ``failures``: its runs that raised before this one (a ``process_receipt``
+    task's retries); with its workers' deaths, they use up its runs. Raises
+    ``HandlerFailed``, ``ReceiptUnreadable`` or ``WorkerDied`` after
+    recording the failure. Steps handlers that fail on the last attempt (the
+    last of its runs, or ``last_attempt``) give their unit up first: the
+    undos of its completed steps run. A worker whose lease lapsed and was
+    taken over writes nothing more: ``LEASED``.
     """
     receipts = _receipts()
     locked = False
@@ -73,13 +78,21 @@ def process(receipt_id: int, *, last_attempt: bool = False) -> Outcome:
             if not _start(receipt):
                 return _held(receipt)
         leased = receipt
-        return _run(receipts, receipt, last_attempt=last_attempt)
+        last_attempt = last_attempt or _last_run(receipt, failures)
+        return _run(receipts, receipt, failures=failures, last_attempt=last_attempt)
     except Exception as exc:
         if not locked and isolation.is_serialization_failure(exc):
             # REPEATABLE READ or SERIALIZABLE: another worker finished it
             # after this transaction's snapshot. A new one sees that.
-            return process(receipt_id, last_attempt=last_attempt)
-        _fail(receipts, receipt_id, exc, leased, taken_from=taken_from)
+            return process(receipt_id, failures=failures, last_attempt=last_attempt)
+        _fail(
+            receipts,
+            receipt_id,
+            exc,
+            leased,
+            taken_from=taken_from,
+            last_attempt=last_attempt,
+        )
         return Outcome.LEASED  # not recorded: a newer worker holds the lease
 
 
@@ -94,6 +107,7 @@ def process_next(source: str | None = None) -> int | None:
     receipts = _receipts()
     taken = None
     leased: WebhookReceipt | None = None
+    last_attempt = False
     try:
         # As in process(): the run is on record before its handlers start.
         with transaction.atomic(using=receipts.db):
@@ -103,14 +117,22 @@ def process_next(source: str | None = None) -> int | None:
             receipt = _read(receipts, taken)
             _start(receipt)  # next_received() left it free
         leased = receipt
-        # The drain's run is the receipt's first attempt, as a
-        # process_receipt task's: with no retries to come, it is the last.
-        _run(receipts, receipt, last_attempt=webhooks_settings.MAX_RETRIES < 1)
+        # A received receipt has no run that raised behind it (a failed one
+        # is the retries'), as a process_receipt task's first run.
+        last_attempt = _last_run(receipt, failures=0)
+        _run(receipts, receipt, failures=0, last_attempt=last_attempt)
         return taken
     except Exception as exc:
         if taken is None:
             raise  # taking a receipt failed (the database), not a receipt
-        _fail(receipts, taken, exc, leased, taken_from=WebhookReceipt.State.RECEIVED)
+        _fail(
+            receipts,
+            taken,
+            exc,
+            leased,
+            taken_from=WebhookReceipt.State.RECEIVED,
+            last_attempt=last_attempt,
+        )
         return taken  # not recorded: a newer worker holds the lease
 
 
@@ -133,7 +155,8 @@ def drain(limit: int, retry: Callable[[int], None]) -> int:
                 turns.popleft()
                 continue
         except HandlerFailed as exc:
-            retry(exc.receipt_id)
+            if not exc.last_attempt:
+                retry(exc.receipt_id)
         except (ReceiptUnreadable, WorkerDied):
             pass  # marked failed with the reason; the others still run
         except OperationalError as exc:
@@ -226,9 +249,9 @@ def _start(receipt) -> bool:
 
     A worker killed mid-handler (out of memory, a hard time limit) rolls
     back all but this: a lease still set once it has lapsed is a run whose
-    worker died. When more runs in a row than ``MAX_RETRIES`` allows died,
-    this run is leased all the same: ``_run`` gives the receipt up instead
-    of killing one more worker, and holds it meanwhile.
+    worker died. When those deaths used the receipt's runs up, this run is
+    leased all the same: ``_run`` gives the receipt up instead of killing
+    one more worker, and holds it meanwhile.
     """
     now = clock.now()
     if receipt.locked_until is not None:
@@ -263,13 +286,13 @@ def _lease(receipt) -> timedelta:
     return timedelta(seconds=backoff)
 
 
-def _run(receipts, receipt, *, last_attempt: bool) -> Outcome:
+def _run(receipts, receipt, *, failures: int, last_attempt: bool) -> Outcome:
     """Run the handlers of a receipt ``_start`` leased to this worker.
 
-    Raises ``WorkerDied`` instead when its workers died more times in a row
-    than ``MAX_RETRIES`` allows, after giving its steps' unit up.
+    Raises ``WorkerDied`` instead when its workers' deaths used its runs up,
+    after giving its steps' unit up.
     """
-    died = _too_many_deaths(receipt)
+    died = _too_many_deaths(receipt, failures)
     if _runs_steps(receipt):
         # Outside any transaction: each step commits its own recovery point.
         return _run_steps(receipts, receipt, last_attempt=last_attempt, died=died)
@@ -282,8 +305,21 @@ def _run(receipts, receipt, *, last_attempt: bool) -> Outcome:
         return _run_handlers(receipt)
 
 
-def _too_many_deaths(receipt) -> WorkerDied | None:
-    if receipt.worker_deaths > webhooks_settings.MAX_RETRIES:
+def _runs_before(receipt, failures: int) -> int:
+    """The receipt's runs before this one, since it was received (or
+    reopened): those that raised and those that killed their worker. One
+    budget: ``MAX_RETRIES`` retries after the first run, whichever way each
+    ended."""
+    return failures + receipt.worker_deaths
+
+
+def _last_run(receipt, failures: int) -> bool:
+    return _runs_before(receipt, failures) >= webhooks_settings.MAX_RETRIES
+
+
+def _too_many_deaths(receipt, failures: int) -> WorkerDied | None:
+    """``WorkerDied`` when the last of the receipt's runs killed its worker."""
+    if _runs_before(receipt, failures) > webhooks_settings.MAX_RETRIES:
         return WorkerDied(receipt.pk, receipt.worker_deaths)
     return None
 
@@ -369,8 +405,11 @@ def _event(receipt, steps=None) -> Event:
     )
 
 
-def _fail(receipts, receipt_id, exc, leased=None, *, taken_from=None) -> None:
-    """Mark the receipt failed with the traceback of ``exc``, then raise.
+def _fail(
+    receipts, receipt_id, exc, leased=None, *, taken_from=None, last_attempt=False
+) -> None:
+    """Mark the receipt failed with the traceback of ``exc``, then raise
+    (``HandlerFailed`` says whether it was the ``last_attempt``).
 
     ``leased``: the receipt this worker's run leased. When a newer worker
     has taken over its lease since, nothing is written and this returns.
@@ -382,9 +421,9 @@ def _fail(receipts, receipt_id, exc, leased=None, *, taken_from=None) -> None:
     lease = leased.locked_until if leased is not None else None
     # A short transaction of its own: the failed one rolled back.
     # A receipt that killed its workers: each of those runs was an attempt.
-    runs = exc.deaths if isinstance(exc, WorkerDied) else 1
+    deaths = exc.deaths if isinstance(exc, WorkerDied) else 0
     recorded = receipts.record_failure(
-        receipt_id, error, lease=lease, taken_from=taken_from, runs=runs
+        receipt_id, error, lease=lease, taken_from=taken_from, deaths=deaths
     )
     if not recorded and lease is not None and not receipts.release(receipt_id, lease):
         return
@@ -400,7 +439,9 @@ def _fail(receipts, receipt_id, exc, leased=None, *, taken_from=None) -> None:
         signals.failed(receipt_id, exc, identity or {}, using=receipts.db)
     if isinstance(exc, ReceiptUnreadable | WorkerDied):
         raise exc
-    raise HandlerFailed(receipt_id, f"receipt {receipt_id}: {exc!r}") from exc
+    raise HandlerFailed(
+        receipt_id, f"receipt {receipt_id}: {exc!r}", last_attempt=last_attempt
+    ) from exc
 
 
 def enqueue_waiting(older_than: timedelta, enqueue: Callable, limit=1000) -> int:

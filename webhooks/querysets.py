@@ -111,13 +111,17 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
         enqueues, the other sees it received and answers a plain duplicate.
         """
         State = self.model.State
-        return bool(self.filter(pk=pk, state=State.FAILED).update(state=State.RECEIVED))
+        # Its runs start again: the redelivery's task counts no retry yet.
+        reopened = self.filter(pk=pk, state=State.FAILED)
+        return bool(reopened.update(state=State.RECEIVED, worker_deaths=0))
 
-    def record_failure(self, pk, error, *, lease=None, taken_from=None, runs=1):
+    def record_failure(self, pk, error, *, lease=None, taken_from=None, deaths=0):
         """Mark failed after the processing transaction rolled back; return
         1, or 0 when it was finished or (``lease``: the lease the failed
-        worker held) a newer worker has taken it over since. ``runs``: the
-        attempts this failure ends (its workers' deaths, when they killed it).
+        worker held) a newer worker has taken it over since. ``deaths``: the
+        runs whose workers died, when they failed it: each was an attempt.
+        A run that raised keeps the deaths before it: they count against
+        its retries (``MAX_RETRIES``).
 
         ``taken_from``: the state the failed run took it in. A redelivery
         may have reopened a failed receipt while the run held its lock: it is
@@ -130,14 +134,15 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
             # Fenced on the lease: a newer worker runs the steps now, and its
             # receipt is neither failed nor freed by the one it replaced.
             unfinished = unfinished.filter(locked_until=lease)
+        ended = {"worker_deaths": 0} if deaths else {}
         return unfinished.update(
             state=self.model.State.FAILED,
-            attempts=models.F("attempts") + runs,
+            attempts=models.F("attempts") + (deaths or 1),
             last_error=error,
             # A run that failed lets its lease go: the retry takes it at once
             # (and resumes its steps), and no death is counted.
             locked_until=None,
-            worker_deaths=0,
+            **ended,
         )
 
     def release(self, pk, lease) -> int:

@@ -23,11 +23,11 @@ DRAIN_LIMIT = 500
     name="webhooks.process_receipt", bind=True, acks_late=True, max_retries=None
 )
 def process_receipt(self, receipt_id: int) -> str:
-    last = self.request.retries >= webhooks_settings.MAX_RETRIES
     try:
-        outcome = processing.process(receipt_id, last_attempt=last)
+        # Its retries so far: with its workers' deaths, they use its runs up.
+        outcome = processing.process(receipt_id, failures=self.request.retries)
     except processing.HandlerFailed as exc:
-        if last:
+        if exc.last_attempt:
             raise
         raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
     if outcome == processing.Outcome.LEASED:

@@ -1,8 +1,9 @@
 """A receipt whose handler kills its worker: each run is on record before
 its handlers start, so the drains take it after the others, and once its
-worker died more times in a row than MAX_RETRIES it ends failed instead of
-killing one worker after another. ``SimulatedCrash`` kills the run as SIGKILL
-would: nothing catches it, nothing records a failure."""
+runs (those that died with those that raised) are used up, MAX_RETRIES + 1,
+it ends failed instead of killing one worker after another.
+``SimulatedCrash`` kills the run as SIGKILL would: nothing catches it,
+nothing records a failure."""
 
 import re
 from contextlib import suppress
@@ -15,7 +16,7 @@ from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.testing.clock import controlled_clock
 from idempotency.shared.testing.crashes import SimulatedCrash
 from idempotency.shared.units import WEBHOOKS, Unit
-from webhooks import processing
+from webhooks import processing, tasks
 from webhooks.conf import webhooks_settings
 from webhooks.exceptions import HandlerFailed, WorkerDied
 from webhooks.handlers import on
@@ -123,7 +124,51 @@ def test_a_receipt_that_keeps_killing_its_worker_ends_failed(runs, settings, pat
     )
 
 
-def test_a_run_that_raises_ends_the_row_of_deaths(runs, settings):
+@pytest.mark.parametrize(
+    ("last", "error", "counted"),
+    [
+        # Its deaths count in attempts once they failed it.
+        ("dies", "its handler's worker died 2 times", (3, 0)),
+        # The death before stays counted for a run that raised.
+        ("raises", "downstream is down", (2, 1)),
+    ],
+)
+def test_deaths_and_raised_failures_use_up_one_budget_of_runs(
+    settings, last, error, counted
+):
+    # MAX_RETRIES = 2: three runs in all, whichever way each ends. The
+    # process_receipt task counts the runs that raised (its retries, run at
+    # once here); a dead worker's message comes back at the same retry, as
+    # the broker redelivers it, and the receipt counts that death.
+    settings.WEBHOOKS = {**settings.WEBHOOKS, "MAX_RETRIES": 2}
+    pk = _received("flaky")
+    ends = iter(["dies", "raises", last, "dies"])
+    raised = []
+
+    @on("github", "push")
+    def handle(event):
+        if next(ends) == "dies":
+            raise SimulatedCrash("killed")
+        raised.append(event.delivery_id)
+        raise RuntimeError("downstream is down")
+
+    with controlled_clock() as control:
+        while True:
+            try:
+                result = tasks.process_receipt.apply((pk,), retries=len(raised))
+                break
+            except SimulatedCrash:
+                control.advance(PAST_ANY_LEASE)  # its message comes back
+
+    assert next(ends) == "dies"  # three ran, the fourth never did
+    assert result.failed()
+    receipt = WebhookReceipt.objects.get(pk=pk)
+    assert error in receipt.last_error
+    assert (receipt.state, receipt.locked_until) == ("failed", None)
+    assert (receipt.attempts, receipt.worker_deaths) == counted
+
+
+def test_a_redelivery_gives_a_failed_receipt_its_runs_again(runs, settings):
     settings.WEBHOOKS = {**settings.WEBHOOKS, "MAX_RETRIES": 1}
     ran, dying, raising = runs
     pk = _received("flaky")
@@ -134,15 +179,11 @@ def test_a_run_that_raises_ends_the_row_of_deaths(runs, settings):
         control.advance(PAST_ANY_LEASE)
         dying.clear()
         raising.add("flaky")
-        with pytest.raises(HandlerFailed):
+        with pytest.raises(HandlerFailed) as failed:
             processing.process(pk)
-        receipt = WebhookReceipt.objects.get(pk=pk)
-        assert (receipt.state, receipt.attempts, receipt.worker_deaths) == (
-            "failed",
-            1,
-            0,
-        )
-        # One more death is the first of a new row: it runs again after it.
+        assert failed.value.last_attempt  # a death and a raise: two runs
+
+        assert WebhookReceipt.objects.reopen_failed(pk)  # the provider resends it
         raising.clear()
         dying.add("flaky")
         with suppress(SimulatedCrash):
