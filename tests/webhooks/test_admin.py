@@ -166,6 +166,24 @@ def test_replay_processes_failed_and_received_once_and_skips_processed(
     assert sorted(ran) == ["d1", "d2"]
 
 
+def test_a_replayed_receipt_runs_again_with_a_fresh_count_of_runs(
+    client, operator, ran, act, webhook_sources
+):
+    # Its retry's worker died and that message was lost: its deaths used its
+    # runs up, but the operator's replay starts them again.
+    webhook_sources.WEBHOOKS = {**webhook_sources.WEBHOOKS, "MAX_RETRIES": 2}
+    lapsed = timezone.now() - timedelta(minutes=11)
+    failed = receipt("d1", "failed", worker_deaths=2, locked_until=lapsed)
+    grant(operator, "replay_webhookreceipt")
+    client.force_login(operator)
+
+    act("replay", failed)
+
+    assert ran == ["d1"]
+    failed.refresh_from_db()
+    assert (failed.state, failed.worker_deaths) == ("processed", 0)
+
+
 def ship(key):
     shipped.append(key)
 
