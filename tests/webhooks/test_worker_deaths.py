@@ -168,6 +168,25 @@ def test_deaths_and_raised_failures_use_up_one_budget_of_runs(
     assert (receipt.attempts, receipt.worker_deaths) == counted
 
 
+def test_a_drain_retries_no_receipt_whose_deaths_used_its_runs_up(runs, settings):
+    settings.WEBHOOKS = {**settings.WEBHOOKS, "MAX_RETRIES": 1}
+    ran, dying, raising = runs
+    pk = _received("flaky")
+    dying.add("flaky")
+    retried = []
+    with controlled_clock() as control:
+        with suppress(SimulatedCrash):
+            processing.drain(10, retry=retried.append)
+        control.advance(PAST_ANY_LEASE)
+        dying.clear()
+        raising.add("flaky")
+        assert processing.drain(10, retry=retried.append) == 1
+
+    assert ran == ["flaky"] * 2  # a death and a raise: its two runs
+    assert retried == []
+    assert WebhookReceipt.objects.get(pk=pk).state == "failed"
+
+
 def test_a_redelivery_gives_a_failed_receipt_its_runs_again(runs, settings):
     settings.WEBHOOKS = {**settings.WEBHOOKS, "MAX_RETRIES": 1}
     ran, dying, raising = runs
