@@ -282,6 +282,9 @@ def _lease(receipt) -> timedelta:
     # Plain handlers run under the row lock, which keeps other workers off;
     # the lease covers the moment before it is taken and, once their worker
     # died, spaces the receipt's runs: 1 s, doubling up to the retries' cap.
+    # From the run's start: one that outlived it before its worker died was
+    # spaced from the one before by its own length, and MAX_RETRIES still
+    # bounds how many there are.
     backoff = min(webhooks_settings.RETRY_BACKOFF_MAX, 2**receipt.worker_deaths)
     return timedelta(seconds=backoff)
 
