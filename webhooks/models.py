@@ -71,7 +71,11 @@ class WebhookReceipt(models.Model):
     worker_deaths = models.PositiveIntegerField(
         _("worker deaths"),
         default=0,
-        help_text=_("Runs in a row whose worker died before the run ended."),
+        help_text=_(
+            "Runs whose worker died before the run ended, since the last "
+            "redelivery or replay; with the runs that raised, they use up "
+            "MAX_RETRIES."
+        ),
     )
     received_at = models.DateTimeField(_("received at"))
     processed_at = models.DateTimeField(_("processed at"), null=True, blank=True)

@@ -125,7 +125,8 @@ def _short_retention(where, verifier, replay_horizon) -> list[Problem]:
                 "webhooks.E018",
                 f"RETENTION is {seconds(retention)}, but the provider resends a "
                 f"delivery for up to {seconds(verifier.retry_horizon)}: a "
-                "receipt purged sooner lets a late retry run its handlers twice.",
+                "receipt purged sooner lets a late retry run its plain handlers "
+                "twice (steps handlers only while UNIT_RETENTION keeps the unit).",
             )
         )
     if verifier.signs_time:

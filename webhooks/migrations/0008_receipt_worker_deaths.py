@@ -14,7 +14,11 @@ class Migration(migrations.Migration):
             name="worker_deaths",
             field=models.PositiveIntegerField(
                 default=0,
-                help_text="Runs in a row whose worker died before the run ended.",
+                help_text=(
+                    "Runs whose worker died before the run ended, since the "
+                    "last redelivery or replay; with the runs that raised, "
+                    "they use up MAX_RETRIES."
+                ),
                 verbose_name="worker deaths",
             ),
         ),
