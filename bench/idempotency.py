@@ -441,12 +441,14 @@ def _in_process_tables(local, counted) -> str:
     )
     rows = []
     overheads = (
-        (KEYED, floors.ATOMIC, floors.DJANGO_ATOMIC),
-        (LEASED, floors.LEASE, floors.DJANGO_LEASE),
+        (KEYED, floors.ATOMIC, floors.DJANGO_ATOMIC, floors.KEYS_ATOMIC),
+        (LEASED, floors.LEASE, floors.DJANGO_LEASE, floors.KEYS_LEASE),
     )
-    for name, floor, django_floor in overheads:
+    bounds = []
+    for name, floor, django_floor, keys_floor in overheads:
         floor_overhead = psycopg[floor] - psycopg[floors.ORDER_INSERT]
         django_overhead = psycopg[django_floor] - psycopg[floors.DJANGO_ORDER_INSERT]
+        keys_overhead = psycopg[keys_floor] - psycopg[floors.ORDER_INSERT]
         for auth in (CACHED, SESSION):
             overhead = median[auth][name] - median[auth][BARE]
             ratio = overhead / floor_overhead
@@ -459,12 +461,21 @@ def _in_process_tables(local, counted) -> str:
                     _verdict(ratio, OVERHEAD_TARGETS[name]),
                     f"{django_overhead:.3f}",
                     f"{overhead / django_overhead:.2f}x",
+                    f"{keys_overhead:.3f}",
+                    f"{overhead / keys_overhead:.2f}x",
                 )
             )
+        bounds.append(
+            f"{name}: its statements alone cost {keys_overhead:.3f} ms over the "
+            f"order INSERT, {keys_overhead / floor_overhead:.2f}x the floor's "
+            f"overhead (target {OVERHEAD_TARGETS[name]}x)"
+        )
     parts.append(
         "Keyed overhead (keyed median - bare median) over the psycopg floor's "
-        "(its statements - the autocommit order INSERT), and over the same "
-        "floor sent through Django's cursor:\n\n"
+        "(its statements - the autocommit order INSERT), over the same "
+        "floor sent through Django's cursor, and over the keys' own "
+        "statements sent by psycopg (the floor's, plus the replay read and, "
+        "in atomic mode, the view's SAVEPOINT and RELEASE):\n\n"
         + table(
             (
                 "request",
@@ -474,9 +485,21 @@ def _in_process_tables(local, counted) -> str:
                 "target",
                 "Django-cursor floor overhead ms",
                 "ratio to it",
+                "keys' statements overhead ms",
+                "ratio to them",
             ),
             rows,
         )
+    )
+    replay_floor = psycopg[floors.READ] + median[CACHED][FLOOR]
+    parts.append(
+        "What bounds the ratios: the keys' statements, sent by psycopg with "
+        "no Python of ours, set a floor under each first request's overhead; "
+        + "; ".join(bounds)
+        + ". A replay can cost no less than the DRF floor and one indexed "
+        f"SELECT: {replay_floor:.3f} ms, "
+        f"{replay_floor / median[CACHED][BARE]:.2f}x the bare view (target "
+        f"{LATENCY_TARGETS[REPLAY]}x)."
     )
     rows = []
     for auth in (CACHED, SESSION):
