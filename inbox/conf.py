@@ -8,11 +8,10 @@ from kombu.transport import get_transport_cls
 
 from idempotency.shared.settings import (
     AppSettings,
-    InvalidSetting,
     Option,
     duration,
     duration_of_at_least,
-    positive_int,
+    positive_int_up_to,
     seconds,
 )
 
@@ -33,14 +32,9 @@ def redelivery_floor(floor: timedelta):
     )
 
 
-def attempts(value) -> int:
-    count = positive_int(value)
-    if count > MAX_ATTEMPTS_LIMIT:
-        raise InvalidSetting(
-            f"must be at most {MAX_ATTEMPTS_LIMIT}, not {count}.",
-            "After the last attempt the message is dead, for an operator.",
-        )
-    return count
+attempts = positive_int_up_to(
+    MAX_ATTEMPTS_LIMIT, "After the last attempt the message is dead, for an operator."
+)
 
 
 inbox_settings = AppSettings(

@@ -4,14 +4,13 @@ from datetime import timedelta
 
 from idempotency.shared.settings import (
     AppSettings,
-    InvalidSetting,
     Option,
     boolean,
     duration,
     mapping,
     one_of,
     positive_int,
-    show,
+    positive_int_up_to,
     subclass_of,
 )
 
@@ -25,15 +24,8 @@ RELAYS = (CELERY, DEBEZIUM)
 MAX_BATCH_SIZE = 100_000
 
 
-def batch_size(value) -> int:
-    """Messages per claim: a positive integer up to ``MAX_BATCH_SIZE``."""
-    value = positive_int(value)
-    if value > MAX_BATCH_SIZE:
-        raise InvalidSetting(
-            f"must be at most {MAX_BATCH_SIZE:,}, not {show(value)}.",
-            "For example 500.",
-        )
-    return value
+# Messages per claim.
+batch_size = positive_int_up_to(MAX_BATCH_SIZE, "For example 500.")
 
 
 outbox_settings = AppSettings(

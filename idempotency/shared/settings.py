@@ -287,6 +287,21 @@ def positive_int(value) -> int:
     return value
 
 
+def positive_int_up_to(ceiling: int, why: str) -> Callable[[Any], int]:
+    """A ``positive_int`` no larger than ``ceiling``; ``why`` is the hint a
+    refusal carries."""
+
+    def validate(value) -> int:
+        count = positive_int(value)
+        if count > ceiling:
+            raise InvalidSetting(
+                f"must be at most {ceiling:,}, not {show(count)}.", why
+            )
+        return count
+
+    return validate
+
+
 def boolean(value) -> bool:
     if not isinstance(value, bool):
         raise InvalidSetting(f"must be True or False, not {show(value)}.")
