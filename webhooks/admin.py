@@ -35,28 +35,41 @@ UnitState = UnitRecord.State
 GIVEN_UP = (UnitState.COMPENSATING, UnitState.COMPENSATED)
 
 
-class SourceFilter(admin.SimpleListFilter):
-    """The configured sources: a choice list without a SELECT DISTINCT."""
+class _FixedValuesFilter(admin.SimpleListFilter):
+    """Filter on one field by a list of values known without a query: no
+    SELECT DISTINCT over the receipts."""
+
+    field: str
+
+    def values(self):
+        raise NotImplementedError
+
+    def lookups(self, request, model_admin):
+        return [(value, value) for value in self.values()]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        return queryset.filter(**{self.field: value}) if value else queryset
+
+
+class SourceFilter(_FixedValuesFilter):
+    """The configured sources."""
 
     title = _("source")
     parameter_name = "source__exact"
+    field = "source"
 
-    def lookups(self, request, model_admin):
-        return [(name, name) for name in webhooks_settings.SOURCES]
-
-    def queryset(self, request, queryset):
-        return queryset.filter(source=self.value()) if self.value() else queryset
+    def values(self):
+        return webhooks_settings.SOURCES
 
 
-class ReasonFilter(admin.SimpleListFilter):
+class ReasonFilter(_FixedValuesFilter):
     title = _("reason")
     parameter_name = "reason__exact"
+    field = "reason"
 
-    def lookups(self, request, model_admin):
-        return [(reason, reason) for reason in REASONS]
-
-    def queryset(self, request, queryset):
-        return queryset.filter(reason=self.value()) if self.value() else queryset
+    def values(self):
+        return REASONS
 
 
 def _span(delta: timedelta) -> str:
