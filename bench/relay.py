@@ -54,7 +54,10 @@ def run() -> str:
         if broker == "Redis":
             # What routing a batch on one read of the bindings buys (RabbitMQ
             # routes in the broker: nothing to read).
-            runs.append(("lookups", _relay, (url, TWO_PROCESS_BATCH, 1, True)))
+            runs.append(("lookups", _relay, (url, TWO_PROCESS_BATCH, 1, "lookups")))
+        else:
+            # What two relays sharing one queue (one queue process) costs.
+            runs.append(("queues", _relay, (url, TWO_PROCESS_BATCH, 2, "queues")))
         rates = {name: [] for name, _, _ in runs}
         drains[broker] = {name: [] for name, _, _ in runs}
         # Rounds interleave the runs, so a slow moment of the machine spreads
@@ -78,16 +81,22 @@ def _use_bench_database():
     database.prepare(ALIAS)
 
 
-def _purge_queue(url):
+def _purge_queue(url, queue=QUEUE):
     with Connection(url) as conn:
-        bound = QUEUE(conn.channel())
+        bound = queue(conn.channel())
         bound.declare()
         bound.purge()
 
 
-def _queued(url) -> int:
+def _queued(url, queue=QUEUE) -> int:
     with Connection(url) as conn:
-        return QUEUE(conn.channel()).queue_declare(passive=True).message_count
+        return queue(conn.channel()).queue_declare(passive=True).message_count
+
+
+def _queue_of(n: int) -> Queue:
+    """Relay process ``n``'s own queue, bound to an exchange of its own."""
+    exchange = Exchange(f"{EXCHANGE.name}-{n}", type="topic", durable=True)
+    return Queue(exchange.name, exchange, routing_key="order")
 
 
 def _messages(count, **payload):
@@ -140,14 +149,19 @@ def _bare_loop(url) -> float:
     return BACKLOG / elapsed
 
 
-def _relay(url, batch_size, processes, lookups=False) -> float:
+def _relay(url, batch_size, processes, variant=None) -> float:
     """Drain a backlog with ``processes`` relays; messages per second from
-    the first relay's start to the last one's end. ``lookups``: kombu reads
-    the bindings for every message, as it does unless the publisher pins
-    them."""
+    the first relay's start to the last one's end. ``variant``: the
+    publisher as it would be without one of its savings (``_publisher()``),
+    or "queues": each process publishes to a queue of its own."""
     from outbox.models import OutboxMessage
 
-    _purge_queue(url)
+    if variant == "queues":
+        queues = [_queue_of(n) for n in range(processes)]
+    else:
+        queues = [QUEUE] * processes
+    for queue in queues:
+        _purge_queue(url, queue)
     manager = OutboxMessage.objects.using(ALIAS)
     manager.all().delete()
     manager.bulk_create(_messages(BACKLOG), batch_size=2000)
@@ -158,8 +172,8 @@ def _relay(url, batch_size, processes, lookups=False) -> float:
     context = multiprocessing.get_context("fork")
     reports = context.Queue()
     workers = [
-        context.Process(target=_drain, args=(url, batch_size, reports, lookups))
-        for _ in range(processes)
+        context.Process(target=_drain, args=(url, batch_size, reports, variant, queue))
+        for queue in queues
     ]
     before = _server_cpu()
     for worker in workers:
@@ -171,8 +185,14 @@ def _relay(url, batch_size, processes, lookups=False) -> float:
     elapsed = max(span["end"] for span in spans) - min(span["start"] for span in spans)
     published = manager.published().count()
     assert published == BACKLOG, f"only {published} of {BACKLOG} published"
-    assert _queued(url) == BACKLOG
-    _purge_queue(url)
+    distinct = {queue.name: queue for queue in queues}.values()
+    assert sum(_queued(url, queue) for queue in distinct) == BACKLOG
+    for queue in distinct:
+        _purge_queue(url, queue)
+        if queue is not QUEUE:
+            with Connection(url) as conn:
+                queue(conn.channel()).delete()
+                queue.exchange(conn.channel()).delete()
     return Drained(BACKLOG / elapsed, elapsed, spans, servers)
 
 
@@ -216,7 +236,9 @@ def _server_cpu() -> dict:
     return used
 
 
-def _publisher(url, lookups=False):
+def _publisher(url, variant=None, queue=QUEUE):
+    """The bench's publisher; ``variant`` "lookups": kombu reads the bindings
+    for every message, as it does unless the publisher pins them."""
     import contextlib
 
     from outbox.publishers import KombuPublisher
@@ -225,11 +247,11 @@ def _publisher(url, lookups=False):
         def _routing_on(self, channel, table):
             return contextlib.nullcontext()  # kombu's own lookups
 
-    publisher = BindingsPerMessage if lookups else KombuPublisher
-    return publisher(url=url, exchange=EXCHANGE.name, declare=(QUEUE,))
+    publisher = BindingsPerMessage if variant == "lookups" else KombuPublisher
+    return publisher(url=url, exchange=queue.exchange.name, declare=(queue,))
 
 
-def _drain(url, batch_size, spans, lookups=False):
+def _drain(url, batch_size, spans, variant=None, queue=QUEUE):
     from outbox import relay
 
     span = {"claim": 0.0, "write_back": 0.0, "publish": 0.0}
@@ -243,7 +265,7 @@ def _drain(url, batch_size, spans, lookups=False):
             phase = "claim" if sql.startswith("WITH picked") else "write_back"
             span[phase] += time.perf_counter() - began
 
-    publisher = _publisher(url, lookups)
+    publisher = _publisher(url, variant, queue)
     publish_many = publisher.publish_many
 
     def timed_publish(messages):
@@ -435,11 +457,15 @@ def _report(figures, drains, lags) -> str:
         )
         if "lookups" in rates:
             lookups = statistics.median(rates["lookups"])
-            lines.append(
-                f"{broker}: each batch routed on one read of the bindings vs "
-                f"kombu reading them per message (batch {TWO_PROCESS_BATCH}): "
-                f"{one:,.0f} vs {lookups:,.0f} messages/s, {one / lookups:.2f}x."
+            lines.append(_versus(broker, "lookups", one, lookups))
+        if "queues" in rates:
+            queues = statistics.median(rates["queues"])
+            more = (
+                f" ({queues / one:.2f}x one process). A RabbitMQ queue is one "
+                "Erlang process: it takes, stores and confirms its messages one "
+                "at a time"
             )
+            lines.append(_versus(broker, "queues", queues, two, more))
     lines += ["", *_contention(drains)]
     lines += [
         "",
@@ -466,6 +492,21 @@ def _report(figures, drains, lags) -> str:
     ]
     _chart(figures)
     return "\n".join(lines)
+
+
+# What each comparison run measures: the first rate against the second.
+VERSUS = {
+    "lookups": "each batch routed on one read of the bindings vs kombu reading "
+    "them per message",
+    "queues": "two relay processes publishing to a queue each vs both to one queue",
+}
+
+
+def _versus(broker, run, ours, theirs, more="") -> str:
+    return (
+        f"{broker}: {VERSUS[run]} (batch {TWO_PROCESS_BATCH}): {ours:,.0f} vs "
+        f"{theirs:,.0f} messages/s, {ours / theirs:.2f}x{more}."
+    )
 
 
 def _contention(drains) -> list[str]:
