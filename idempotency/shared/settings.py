@@ -185,6 +185,9 @@ class AppSettings:
                 logging.getLogger(self.namespace.lower()).error("%s", error)
                 raise error
             self._values = values
+            # Kept as attributes, as DRF's api_settings does: later reads skip
+            # __getattr__ (a keyed request reads a dozen).
+            vars(self).update(values)
         return self._values
 
     def check(self, app_configs=None, **kwargs) -> list[CheckMessage]:
@@ -206,6 +209,8 @@ class AppSettings:
         return self.merged()[name]
 
     def reload(self) -> None:
+        for name in self.options:
+            vars(self).pop(name, None)
         self._values = None
 
     def on_setting_changed(self, *, setting, **kwargs) -> None:
