@@ -242,7 +242,7 @@ def _sender(send, path, *, keyed):
 def _without_replay_read(send, key):
     """An atomic first request with the replay read switched off."""
     replay_at_one_read = claims._replay_at_one_read
-    claims._replay_at_one_read = lambda claim: None
+    claims._replay_at_one_read = lambda claim, records: None
     try:
         return send(FIRSTS[KEYED], key)
     finally:

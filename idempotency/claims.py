@@ -261,13 +261,14 @@ def execute(request, policy: Policy, produce: Callable):
         if policy.mode == STEPS:
             produce = stepping.abandoning(produce, request)
         store = _storing(produce, responses.SessionWatch(request))
-        response = _replay_at_one_read(claim)
+        records = _records()
+        response = _replay_at_one_read(claim, records)
         if response is not None:
             signals.replayed(claim, policy.mode, response)
         elif policy.mode == ATOMIC:
-            response = _run_atomic(claim, store)
+            response = _run_atomic(claim, store, records)
         else:
-            response = _run_lease(claim, store, steps=policy.mode == STEPS)
+            response = _run_lease(claim, store, records, steps=policy.mode == STEPS)
         replayed = response.has_header(responses.REPLAYED_HEADER)
         outcome = REPLAYED if replayed else EXECUTED
         return response
@@ -363,7 +364,10 @@ def _scope_of(request, policy) -> str:
 
 
 def _records():
-    return IdempotencyRecord.objects.db_manager(router.db_for_write(IdempotencyRecord))
+    """The records' queryset on their database, made once per request: each
+    statement of the claim reuses it."""
+    manager = IdempotencyRecord.objects
+    return manager.db_manager(router.db_for_write(IdempotencyRecord)).get_queryset()
 
 
 def _wait() -> timedelta:
@@ -397,7 +401,7 @@ def _wait_ms() -> int:
     return max(1, math.ceil(_wait().total_seconds() * 1000))
 
 
-def _replay_at_one_read(claim):
+def _replay_at_one_read(claim, records):
     """Answer a replay of a live completed record from one unlocked read.
 
     Such a record never changes until it expires, so it needs no transaction
@@ -406,7 +410,6 @@ def _replay_at_one_read(claim):
     The key's scope is in the read's WHERE; ``_decide`` refuses another
     request hash and ``responses.replay`` another session.
     """
-    records = _records()
     record = records.read_key(claim.scope, claim.operation, claim.key)
     now = clock.now()
     if record is None or not _is_final(record, now):
@@ -414,8 +417,7 @@ def _replay_at_one_read(claim):
     return _decide(claim, records, record, now, locked_until=None)
 
 
-def _run_atomic(claim, store):
-    records = _records()
+def _run_atomic(claim, store, records):
     started = time.monotonic()
     while True:
         try:
@@ -512,8 +514,7 @@ def _mark_failed(claim, records) -> bool:
     return True
 
 
-def _run_lease(claim, store, *, steps=False):
-    records = _records()
+def _run_lease(claim, store, records, *, steps=False):
     lease = as_timedelta(idempotency_settings.LEASE)
     deadline = time.monotonic() + _wait().total_seconds()
     while True:
