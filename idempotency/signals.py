@@ -62,6 +62,10 @@ def _reported(mode: str) -> str:
 
 
 def claimed(claim, mode: str, *, using: str) -> None:
+    if not _report.heard(key_claimed, logging.DEBUG):
+        # Every first request passes here: skip hashing its unit for nobody
+        # (docs/benchmarks.md, "Idempotency keys").
+        return
     _report(
         key_claimed,
         logging.DEBUG,
@@ -73,6 +77,8 @@ def claimed(claim, mode: str, *, using: str) -> None:
 
 
 def replayed(claim, mode: str, response) -> None:
+    if not _report.heard(key_replayed, logging.INFO):
+        return  # as in claimed()
     _report(
         key_replayed,
         logging.INFO,

@@ -69,6 +69,11 @@ class Reporter:
     def sender(self):
         return apps.get_model(self._model) if self._model else None
 
+    def heard(self, signal: Signal, level: int) -> bool:
+        """Whether a report of ``signal`` at ``level`` reaches anyone: a
+        receiver, or the logger. When not, a hot path skips building it."""
+        return bool(signal.receivers) or self.logger.isEnabledFor(level)
+
     def __call__(
         self,
         signal: Signal,
