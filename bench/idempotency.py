@@ -493,11 +493,11 @@ def _in_process_tables(local, counted) -> str:
     )
     replay_floor = psycopg[floors.READ] + median[CACHED][FLOOR]
     parts.append(
-        "What bounds the ratios: the keys' statements, sent by psycopg with "
-        "no Python of ours, set a floor under each first request's overhead; "
+        "What the statements alone leave for the Python around them: the "
+        "keys' statements, sent by psycopg with no Python of ours; "
         + "; ".join(bounds)
-        + ". A replay can cost no less than the DRF floor and one indexed "
-        f"SELECT: {replay_floor:.3f} ms, "
+        + ". For a replay, the DRF floor and one indexed SELECT by psycopg: "
+        f"{replay_floor:.3f} ms, "
         f"{replay_floor / median[CACHED][BARE]:.2f}x the bare view (target "
         f"{LATENCY_TARGETS[REPLAY]}x)."
     )
