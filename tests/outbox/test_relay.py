@@ -97,6 +97,7 @@ def server_side_binding():
     connection.close()
 
 
+@pytest.mark.usefixtures("steady_backoff")
 def test_a_large_batch_that_fails_whole_is_written_back(
     server_side_binding, make_messages
 ):
@@ -117,6 +118,7 @@ def test_a_large_batch_that_fails_whole_is_written_back(
     assert not OutboxMessage.objects.filter(last_error="").exists()
 
 
+@pytest.mark.usefixtures("steady_backoff")
 def test_an_error_text_a_column_cannot_hold_is_stored_escaped_with_its_batch(
     sent, make_messages
 ):
@@ -149,6 +151,7 @@ class Answering(InMemoryPublisher):
         return self.answer(messages)
 
 
+@pytest.mark.usefixtures("steady_backoff")
 def test_a_refusal_keyed_by_the_message_id_as_text_counts(sent, make_messages):
     refused, kept = make_messages(2)
     publisher = Answering(lambda batch: {str(refused.id): PublishError("full")})
@@ -161,6 +164,7 @@ def test_a_refusal_keyed_by_the_message_id_as_text_counts(sent, make_messages):
     assert OutboxMessage.objects.get(pk=kept.id).state == "published"
 
 
+@pytest.mark.usefixtures("steady_backoff")
 def test_a_refusal_without_an_error_still_refuses(sent, make_messages):
     # {id: None} counted the refused message published.
     refused, kept = make_messages(2)
@@ -185,6 +189,7 @@ def test_a_refusal_without_an_error_still_refuses(sent, make_messages):
     ],
     ids=["text", "another-id", "none", "list"],
 )
+@pytest.mark.usefixtures("steady_backoff")
 def test_an_answer_naming_no_message_of_the_batch_fails_the_batch(
     answer, error, sent, make_messages
 ):
