@@ -280,8 +280,9 @@ def _lease(receipt) -> timedelta:
     if _runs_steps(receipt):
         return webhooks_settings.STEPS_LEASE  # each step's recovery point renews it
     # Plain handlers run under the row lock, which keeps other workers off;
-    # the lease covers the moment before it is taken and, once their worker
-    # died, spaces the receipt's runs: 1 s, doubling up to the retries' cap.
+    # the lease covers the moment before it is taken (and, renewed, the one
+    # after a raise: _renew) and, once their worker died, spaces the
+    # receipt's runs: 1 s, doubling up to the retries' cap.
     # From the run's start: one that outlived it before its worker died was
     # spaced from the one before by its own length, and MAX_RETRIES still
     # bounds how many there are.
@@ -305,7 +306,30 @@ def _run(receipts, receipt, *, failures: int, last_attempt: bool) -> Outcome:
     with transaction.atomic(using=receipts.db):
         if receipts.lock_leased(receipt.pk, receipt.locked_until).first() is None:
             return Outcome.LEASED  # it lapsed, and another worker took it over
-        return _run_handlers(receipt)
+        try:
+            # A savepoint: a handler that raises rolls back its own writes
+            # while this run keeps the row lock.
+            with transaction.atomic(using=receipts.db):
+                return _run_handlers(receipt)
+        except Exception as exc:
+            failure = exc
+            _renew(receipts, receipt)
+    raise failure
+
+
+def _renew(receipts, receipt) -> None:
+    """Lease again a plain receipt whose handler raised under its row lock,
+    in that lock's transaction, for the moment until its failure is written.
+
+    Its lease may have lapsed while the handler ran: left so, the lock would
+    go with the rollback, and another worker would take the lapsed lease
+    for a dead worker's (counting a death and running it again at once)
+    and fence this run's failure out, with its error and its signal.
+    """
+    if transaction.get_rollback(using=receipts.db):
+        return  # the transaction is lost (its connection, say): as before
+    receipt.locked_until = clock.now() + _lease(receipt)
+    receipts.filter(pk=receipt.pk).update(locked_until=receipt.locked_until)
 
 
 def _runs_before(receipt, failures: int) -> int:

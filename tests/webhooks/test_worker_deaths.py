@@ -6,10 +6,12 @@ it ends failed instead of killing one worker after another.
 nothing records a failure."""
 
 import re
+import threading
 from contextlib import suppress
 from datetime import timedelta
 
 import pytest
+from django.db import connections
 
 from idempotency.shared import clock
 from idempotency.shared.steps.models import UnitRecord
@@ -21,6 +23,7 @@ from webhooks.conf import webhooks_settings
 from webhooks.exceptions import HandlerFailed, WorkerDied
 from webhooks.handlers import on
 from webhooks.models import WebhookReceipt
+from webhooks.querysets import WebhookReceiptQuerySet
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -212,6 +215,129 @@ def test_a_redelivery_gives_a_failed_receipt_its_runs_again(runs, settings):
         assert processing.process(pk) == processing.Outcome.PROCESSED
 
     assert ran == ["flaky"] * 4
+
+
+def _in_another_worker(work):
+    """What ``work()`` returns, run by another worker (thread and connection)."""
+    done = []
+
+    def worker():
+        try:
+            done.append(work())
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(10)
+    return done[0] if done else None
+
+
+@pytest.fixture
+def failed_signals():
+    sent = []
+    processing.signals.delivery_failed.connect(
+        lambda **kwargs: sent.append(kwargs["receipt_id"]),
+        weak=False,
+        dispatch_uid="deaths-test",
+    )
+    yield sent
+    processing.signals.delivery_failed.disconnect(dispatch_uid="deaths-test")
+
+
+@pytest.mark.postgresql
+@pytest.mark.parametrize("path", ["drain", "task"])
+def test_a_run_that_outlived_its_lease_and_raised_records_its_failure(
+    monkeypatch, failed_signals, path
+):
+    # A plain handler runs under the row lock, which keeps the other workers
+    # off however long it runs. This one outlived its 1 s lease and raised;
+    # the rollback lets the lock go before its failure is written. A drain in
+    # that moment took the lapsed lease for a dead worker's, ran the receipt
+    # again and fenced the failure out (its error, its signal); the run now
+    # renews its lease under the lock first.
+    pk = _received("slow")
+    ran, drained = [], []
+    record_failure = WebhookReceiptQuerySet.record_failure
+
+    def after_a_drain(self, *args, **kwargs):
+        if not drained:
+            drained.append(
+                _in_another_worker(lambda: processing.drain(10, lambda pk: None))
+            )
+        return record_failure(self, *args, **kwargs)
+
+    monkeypatch.setattr(WebhookReceiptQuerySet, "record_failure", after_a_drain)
+    retried = []
+    with controlled_clock() as control:
+
+        @on("github", "push")
+        def slow(event):
+            ran.append(event.delivery_id)
+            if len(ran) == 1:
+                control.advance(seconds=2)  # past its lease
+                raise RuntimeError("downstream is down")
+
+        if path == "drain":
+            assert processing.drain(1, retry=retried.append) == 1
+        else:
+            with pytest.raises(HandlerFailed):
+                processing.process(pk)
+
+    assert drained == [0]  # the other drain left it alone
+    assert ran == ["slow"]
+    receipt = WebhookReceipt.objects.get(pk=pk)
+    assert receipt.state == "failed"
+    assert "downstream is down" in receipt.last_error
+    assert (receipt.attempts, receipt.worker_deaths, receipt.locked_until) == (
+        1,
+        0,
+        None,
+    )
+    assert failed_signals == [pk]
+    assert retried == ([pk] if path == "drain" else [])
+
+
+@pytest.mark.postgresql
+def test_a_run_whose_lapsed_lease_another_took_before_its_lock_writes_nothing(
+    monkeypatch, failed_signals
+):
+    # Between its lease's commit and its row lock the run stalled past the
+    # lease; another worker took the receipt as a dead worker's and ran it.
+    pk = _received("stalled")
+    ran = []
+
+    @on("github", "push")
+    def handle(event):
+        ran.append(event.delivery_id)
+        raise RuntimeError("downstream is down")
+
+    lock_leased = WebhookReceiptQuerySet.lock_leased
+
+    def take_over():
+        with suppress(HandlerFailed):
+            processing.process(pk)
+
+    with controlled_clock() as control:
+
+        def after_a_takeover(self, *args):
+            if threading.current_thread() is threading.main_thread() and not ran:
+                control.advance(seconds=2)
+                _in_another_worker(take_over)
+            return lock_leased(self, *args)
+
+        monkeypatch.setattr(WebhookReceiptQuerySet, "lock_leased", after_a_takeover)
+        assert processing.process(pk) == processing.Outcome.LEASED
+
+    assert ran == ["stalled"]  # the other worker's run only
+    receipt = WebhookReceipt.objects.get(pk=pk)
+    # The other run's failure, as it recorded it: the death it counted stays.
+    assert (receipt.state, receipt.attempts, receipt.worker_deaths) == (
+        "failed",
+        1,
+        1,
+    )
+    assert failed_signals == [pk]
 
 
 undone: list[tuple[str, str]] = []
