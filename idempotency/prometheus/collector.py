@@ -1,12 +1,16 @@
 """The apps' gauges, computed from the database at each scrape, and the
 registry the /metrics view serves."""
 
+import logging
 import os
 import weakref
 
+from django.db import DatabaseError
 from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
 
 from ..shared import clock, contributions
+
+logger = logging.getLogger("idempotency")
 
 
 class GaugeCollector:
@@ -20,7 +24,20 @@ class GaugeCollector:
     def collect(self):
         now = clock.now()
         for gauges in contributions.metric_gauges():
-            yield from gauges(now)
+            try:
+                # Read whole first: a query failing halfway adds no family.
+                families = list(gauges(now))
+            except DatabaseError:
+                # The scrape goes on without them: failing it would drop the
+                # counters too (the project's own, in a shared registry),
+                # which are what shows a database outage.
+                logger.warning(
+                    "Could not read the gauges of %s; scraped without them.",
+                    gauges.__module__,
+                    exc_info=True,
+                )
+                continue
+            yield from families
 
     def describe(self):
         # Nothing: registering must not query the database (so the registry

@@ -2,9 +2,11 @@
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.db import OperationalError, connection
 from django.test import override_settings
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Counter, generate_latest
 
+from idempotency.metrics import keys
 from idempotency.prometheus.collector import register
 
 from .scraping import METRICS_ON, samples, scrape, value
@@ -63,3 +65,40 @@ def test_a_registry_the_project_serves_gets_the_gauges_once():
     assert value(scraped, "once_outbox_backlog") == 3
     families = generate_latest(registry).decode().count("# TYPE once_outbox_backlog ")
     assert families == 1
+
+
+def refuse_every_query(execute, sql, params, many, context):
+    # What a failover or a lost connection does to the scrape's queries.
+    raise OperationalError("the database is unreachable")
+
+
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_a_database_outage_leaves_the_counters_scraped_and_the_gauges_out(
+    client, caplog
+):
+    """The gauges' queries failing must not fail the scrape: the counters, a
+    project's own metrics beside them, are what shows the outage."""
+    keys.labels("tests.outage", "atomic", "claimed", "").inc()
+
+    with connection.execute_wrapper(refuse_every_query):
+        scraped = scrape(client)
+
+    labels = {"operation": "tests.outage", "mode": "atomic", "outcome": "claimed"}
+    assert value(scraped, "once_keys_total", **labels, reason="") >= 1
+    assert not any(name.startswith("once_outbox_backlog") for name, _ in scraped)
+    assert "gauges" in caplog.text
+
+
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_a_database_outage_never_breaks_a_registry_the_project_serves():
+    # django-prometheus serves the default registry: every metric it has
+    # would be lost with ours.
+    registry = CollectorRegistry()
+    register(registry)
+    theirs = Counter("project_requests", "The project's own.", registry=registry)
+    theirs.inc()
+
+    with connection.execute_wrapper(refuse_every_query):
+        scraped = samples(generate_latest(registry).decode())
+
+    assert value(scraped, "project_requests_total") == 1
