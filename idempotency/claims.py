@@ -277,7 +277,8 @@ def execute(request, policy: Policy, produce: Callable):
         signals.refused(request, policy, exc)
         return problems.from_exception(exc, instance=request.path)
     except Invalid as invalid:
-        outcome = NOT_KEPT
+        if outcome is not None:  # a request without a key stays unannotated
+            outcome = NOT_KEPT
         if (claim := getattr(request, "idempotency", None)) is not None:
             status = invalid.response.status_code
             signals.failed(claim, policy.mode, status=status, reason=signals.INVALID)

@@ -361,6 +361,15 @@ def test_a_request_without_a_key_where_one_is_optional_adds_nothing(
     assert idempotency_attributes(span) == {}
 
 
+def test_a_request_without_a_key_that_fails_validation_adds_nothing(
+    spans, request_span, api
+):
+    # Not a keyed request: nothing was "not kept", whatever the view answered.
+    with request_span() as span:
+        assert api.post("/t/optional/", {"name": ""}).status_code == 400
+    assert idempotency_attributes(span) == {}
+
+
 # Debezium mode needs PostgreSQL: record() refuses it elsewhere.
 @pytest.mark.postgresql
 def test_in_debezium_mode_record_writes_the_routers_tracing_column(
