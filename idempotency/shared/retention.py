@@ -8,6 +8,7 @@ other apps, so dependencies keep pointing one way.
 
 import logging
 import math
+from collections.abc import Iterator
 
 from django.db import OperationalError, router, transaction
 from django.db.models import Subquery
@@ -99,24 +100,30 @@ def purge(
         }
     deleted = {}
     for name, purgeables in chosen.items():
-        deleted[name] = sum(
-            _purge_rows(name, purgeable, now, batch_size, pause, progress)
-            for purgeable in purgeables
-        )
-        if deleted[name]:
-            # Each batch committed on its own: the rows are gone already.
-            _report(
-                purged,
-                logging.INFO,
-                "Purged %(rows)s %(kind)s row(s)",
-                sender=name,
-                kind=name,
-                rows=deleted[name],
-            )
+        deleted[name] = 0
+        try:
+            for purgeable in purgeables:
+                for count in _purge_rows(
+                    name, purgeable, now, batch_size, pause, progress
+                ):
+                    deleted[name] += count
+        finally:
+            # Each batch committed on its own: the rows are gone already,
+            # and are reported even when a later batch failed.
+            if deleted[name]:
+                _report(
+                    purged,
+                    logging.INFO,
+                    "Purged %(rows)s %(kind)s row(s)",
+                    sender=name,
+                    kind=name,
+                    rows=deleted[name],
+                )
     return deleted
 
 
-def _purge_rows(name, purgeable, now, batch_size, pause, progress) -> int:
+def _purge_rows(name, purgeable, now, batch_size, pause, progress) -> Iterator[int]:
+    """Delete the rows in batches; yield each batch's count once it committed."""
     deleted = 0
     while True:
         rows = purgeable(now)
@@ -131,11 +138,12 @@ def _purge_rows(name, purgeable, now, batch_size, pause, progress) -> int:
             .values("pk")[:batch_size]
         )
         count = _delete_batch(rows.filter(pk__in=Subquery(batch)), using)
+        yield count
         deleted += count
         if progress and count:
             progress(name, deleted)
         if count < batch_size:
-            return deleted
+            return
         if pause:
             clock.sleep(pause)
 

@@ -4,7 +4,7 @@ import logging
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -71,9 +71,9 @@ def test_a_reporter_logs_the_decision_with_its_fields_then_sends_them(signal, ca
     assert signal.heard == [{"what": "it"}, {"what": "again"}]
 
 
-def test_the_purge_sends_each_kind_it_deleted_from_with_its_rows():
+def expired_keys(*keys):
     now = timezone.now()
-    for key in ("a", "b"):
+    for key in keys:
         IdempotencyRecord.objects.create(
             scope="user:1",
             operation="op",
@@ -83,8 +83,34 @@ def test_the_purge_sends_each_kind_it_deleted_from_with_its_rows():
             expires_at=now - timedelta(seconds=1),
         )
 
+
+def test_the_purge_sends_each_kind_it_deleted_from_with_its_rows():
+    expired_keys("a", "b")
+
     with listening() as heard:
         retention.purge()
         retention.purge()  # nothing left: nothing to say
 
     assert heard == [("purged", {"kind": "idempotency", "rows": 2})]
+
+
+def test_a_purge_that_fails_midway_still_reports_the_rows_it_deleted(monkeypatch):
+    # Each batch commits on its own: what a later batch's failure (the
+    # database gone, a task's time limit) leaves deleted is deleted.
+    expired_keys("a", "b")
+    delete_batch = retention._delete_batch
+    batches = []
+
+    def second_batch_fails(rows, using):
+        batches.append(rows)
+        if len(batches) == 2:
+            raise OperationalError("the database went away")
+        return delete_batch(rows, using)
+
+    monkeypatch.setattr(retention, "_delete_batch", second_batch_fails)
+
+    with listening() as heard, pytest.raises(OperationalError):
+        retention.purge(only=["idempotency"], batch_size=1, pause=0)
+
+    assert IdempotencyRecord.objects.count() == 1
+    assert heard == [("purged", {"kind": "idempotency", "rows": 1})]
