@@ -443,7 +443,11 @@ def _run_atomic_once(claim, store, records):
         # Rolled back with the claim: no record, or the earlier one restored.
         raise
     except Exception:
-        if ran:  # the claim's transaction itself failed (its commit, say)
+        if ran and _answer_committed(claim, records):
+            # A hook the view queued raised after the commit: Django dropped
+            # the hooks queued after it, key_claimed among them.
+            signals.claimed(claim, ATOMIC, using=records.db)
+        elif ran:  # the claim's transaction itself failed (its commit, say)
             _record_failure(claim, records, fenced=False)
             _failed(claim, ATOMIC, records, 500, signals.RAISED)
         raise
@@ -551,6 +555,8 @@ def _run_lease(claim, store, records, *, steps=False):
         _withdraw(claim, records)
         raise
     except Exception:
+        if _answer_committed(claim, records):
+            raise  # a hook the view queued raised after the commit (as above)
         # In steps mode the retry then resumes at the first step without a
         # recovery point.
         _record_failure(claim, records, fenced=True)
@@ -745,6 +751,20 @@ def _store_answer(claim, records, answer):
     )
     if not completed:
         raise LeaseLost("The lease ran out and a newer attempt took this key.")
+
+
+def _answer_committed(claim, records) -> bool:
+    """Whether this attempt's answer committed, so that what raised came
+    after the commit (an on_commit hook of the view's: a task enqueued with
+    the broker down) and the attempt did not fail: a retry replays it."""
+    if transaction.get_connection(records.db).in_atomic_block:
+        return False  # nothing commits inside a caller's transaction
+    try:
+        return records.filter(
+            pk=claim.record_id, attempts=claim.attempt, state=State.COMPLETED
+        ).exists()
+    except DatabaseError:
+        return False  # cannot tell: recorded as failed, which the retry sees
 
 
 def _record_failure(claim, records, *, fenced):

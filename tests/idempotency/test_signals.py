@@ -98,6 +98,30 @@ def test_a_commit_that_fails_is_failed_and_never_claimed(api):
     )
 
 
+def test_a_hook_of_the_view_raising_after_the_commit_is_no_failure(api):
+    # The work and the answer committed; a retry replays it. Its own
+    # on_commit hook raising (a task enqueued while the broker is down) is
+    # the view's error, not a failed attempt.
+    views.faults["on-commit"] = 1
+    with listening() as heard:
+        with pytest.raises(views.BrokerDown):
+            api.post("/t/widgets/", {"name": "a"}, key=KEY)
+        assert heard.names() == ["key_claimed"]
+        replay = api.post("/t/widgets/", {"name": "a"}, key=KEY)
+
+    assert replay.status_code == 201
+    assert heard.names() == ["key_claimed", "key_replayed"]
+
+
+def test_in_lease_mode_a_hook_raising_after_the_commit_is_no_failure(api):
+    views.faults["on-commit"] = 1
+    with listening() as heard, pytest.raises(views.BrokerDown):
+        api.post("/t/charge/", {}, key=KEY)
+
+    assert heard.names() == ["key_claimed"]
+    assert api.post("/t/charge/", {}, key=KEY).status_code == 201
+
+
 def test_an_error_answer_and_a_validation_failure_are_failed_with_their_reason(api):
     views.faults["500"] = 1
     with listening() as heard:

@@ -4,6 +4,7 @@ import hashlib
 import io
 import json
 
+from django.db import transaction
 from django.http import (
     FileResponse,
     HttpResponse,
@@ -48,6 +49,7 @@ faults = {
     "invalid": 0,
     "not-found": 0,
     "commit": 0,
+    "on-commit": 0,
 }
 
 
@@ -70,8 +72,20 @@ def _maybe_fail():
             if name == "commit":  # the view succeeds; its transaction's commit fails
                 _violate_a_deferred_constraint()
                 return None
+            if name == "on-commit":  # it commits; then a hook of its own raises
+                transaction.on_commit(_enqueue_with_the_broker_down)
+                return None
             return Response({"error": name}, status=int(name))
     return None
+
+
+class BrokerDown(Exception):
+    pass
+
+
+def _enqueue_with_the_broker_down():
+    # task.delay() in transaction.on_commit(), while the broker is down.
+    raise BrokerDown("the broker is down")
 
 
 def _violate_a_deferred_constraint():
