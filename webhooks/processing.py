@@ -7,7 +7,13 @@ from collections.abc import Callable
 from datetime import timedelta
 from enum import StrEnum
 
-from django.db import InterfaceError, OperationalError, router, transaction
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    router,
+    transaction,
+)
 from django.db.models import F
 
 from idempotency.shared import clock, isolation, storable, tracing, units
@@ -303,18 +309,31 @@ def _run(receipts, receipt, *, failures: int, last_attempt: bool) -> Outcome:
     if died is not None:
         raise died
     # The handlers' writes and the "processed" mark commit as one.
-    with transaction.atomic(using=receipts.db):
-        if receipts.lock_leased(receipt.pk, receipt.locked_until).first() is None:
-            return Outcome.LEASED  # it lapsed, and another worker took it over
-        try:
-            # A savepoint: a handler that raises rolls back its own writes
-            # while this run keeps the row lock.
-            with transaction.atomic(using=receipts.db):
-                return _run_handlers(receipt)
-        except Exception as exc:
-            failure = exc
-            _renew(receipts, receipt)
-    raise failure
+    ran = False
+    failure: Exception | None = None
+    try:
+        with transaction.atomic(using=receipts.db):
+            if receipts.lock_leased(receipt.pk, receipt.locked_until).first() is None:
+                return Outcome.LEASED  # it lapsed, and another worker took it over
+            try:
+                # A savepoint: a handler that raises rolls back its own writes
+                # while this run keeps the row lock.
+                with transaction.atomic(using=receipts.db):
+                    outcome = _run_handlers(receipt)
+                ran = True
+            except Exception as exc:
+                failure = exc
+                _renew(receipts, receipt)
+    except Exception:
+        if ran and _marked(receipts, receipt):
+            # A handler's on_commit hook raised after the commit (task.delay()
+            # with the broker down); Django dropped the hooks queued after
+            # it, delivery_processed among them.
+            signals.processed(receipt, using=receipts.db)
+        raise
+    if failure is not None:
+        raise failure
+    return outcome
 
 
 def _renew(receipts, receipt) -> None:
@@ -330,6 +349,21 @@ def _renew(receipts, receipt) -> None:
         return  # the transaction is lost (its connection, say): as before
     receipt.locked_until = clock.now() + _lease(receipt)
     receipts.filter(pk=receipt.pk).update(locked_until=receipt.locked_until)
+
+
+def _marked(receipts, receipt) -> bool:
+    """Whether this run's "processed" mark committed."""
+    if transaction.get_connection(receipts.db).in_atomic_block:
+        return False  # nothing commits inside a caller's transaction
+    try:
+        return receipts.filter(
+            pk=receipt.pk,
+            state=receipt.state,
+            attempts=receipt.attempts,
+            processed_at=receipt.processed_at,
+        ).exists()
+    except DatabaseError:
+        return False  # cannot tell: the failure is recorded as before
 
 
 def _runs_before(receipt, failures: int) -> int:

@@ -4,6 +4,7 @@ import logging
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.db import transaction
 from django.test import Client
 
 from tests.signals import listening, receiver_errors
@@ -256,3 +257,27 @@ def test_a_malformed_body_is_refused_in_fixed_words_never_its_text(
     assert rejected["detail"] == detail
     assert SECRET_TEXT not in answer.content.decode() + repr(heard)
     assert all(SECRET_TEXT not in f"{r.getMessage()} {vars(r)}" for r in caplog.records)
+
+
+class BrokerDown(Exception):
+    pass
+
+
+def test_a_handlers_hook_raising_after_the_commit_still_reports_it_processed():
+    # A handler's task.delay() in on_commit while the broker is down: its
+    # work and the "processed" mark committed, and Django drops every hook
+    # queued after the raising one.
+    def enqueue_with_the_broker_down():
+        raise BrokerDown("the broker is down")
+
+    @on("github", "push")
+    def create(event):
+        Widget.objects.create(name=event.delivery_id)
+        transaction.on_commit(enqueue_with_the_broker_down)
+
+    with listening() as heard:
+        deliver()
+
+    receipt = WebhookReceipt.objects.get()
+    assert receipt.state == "processed"
+    assert heard.names() == ["delivery_accepted", "delivery_processed"]
