@@ -55,10 +55,18 @@ def _extract(headers: Mapping | None):
     if not headers or not headers.get(TRACEPARENT):
         return None
     names = (TRACEPARENT, TRACESTATE)
-    carrier = {name: str(headers[name]) for name in names if name in headers}
+    carrier = {name: _text(headers[name]) for name in names if name in headers}
     # An invalid one (malformed) is dropped by the propagator's inject and
     # the SDK's links, and parents a new trace.
     return trace.get_current_span(_propagator.extract(carrier)).get_span_context()
+
+
+def _text(value) -> str:
+    """A header's value as text: a Kafka record's are bytes (Debezium's
+    router writes its traceparent there), whose str() is "b'00-...'"."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode(errors="replace")
+    return str(value)
 
 
 def carried(headers: Mapping | None) -> dict[str, str]:

@@ -234,6 +234,20 @@ def test_a_consumer_task_finds_the_context_in_its_task_headers(spans):
     ]
 
 
+def test_a_context_in_bytes_headers_is_parent_and_link(spans):
+    # A Kafka record's header values are bytes: Debezium's outbox router
+    # writes the traceparent there.
+    span_id = TRACEPARENT.split("-")[2]
+    handle(
+        payload={},
+        headers={"once-message-id": b"m-5", "traceparent": TRACEPARENT.encode()},
+    )
+
+    (process,) = named(spans, "process billing")
+    assert f"{process.parent.span_id:016x}" == span_id
+    assert [f"{link.context.span_id:016x}" for link in process.links] == [span_id]
+
+
 def test_a_malformed_context_is_neither_parent_nor_link(spans):
     handle(payload={}, headers={"once-message-id": "m-4", "traceparent": "00-zz"})
 
