@@ -73,6 +73,18 @@ def begin(claim, records) -> steps.Steps:
         if not renewed:
             raise LeaseLost("The lease ran out and a newer attempt took this key.")
 
+    def held() -> bool:
+        # Locked before the unit, as the answer's transaction locks it.
+        return (
+            records.select_for_update()
+            .filter(
+                pk=claim.record_id,
+                attempts=claim.attempt,
+                state=IdempotencyRecord.State.PENDING,
+            )
+            .exists()
+        )
+
     return steps.begin(
         claim.unit,
         # What the console shows; the raw key stays out of the step log.
@@ -81,6 +93,7 @@ def begin(claim, records) -> steps.Steps:
         using=records.db,
         fresh=claim.fresh,
         renew=renew,
+        held=held,
     )
 
 

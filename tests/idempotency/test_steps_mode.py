@@ -294,3 +294,51 @@ def test_a_key_past_its_ttl_is_not_taken_while_its_lease_runs(
     assert duplicate[0].status_code == 409
     assert response.status_code == 201
     assert len(steps_views.mails) == 1
+
+
+def test_a_claim_that_stalls_past_its_lease_before_its_steps_leaves_the_newer_ones(
+    api, user, clock, monkeypatch
+):
+    """The first request claims a new key, then stalls (a GC pause, a slow
+    host) past its lease before its unit begins; a retry takes the key over
+    and runs every step. The stalled request must not then start the unit
+    over as a new key's: it would wipe the retry's recovery points and write
+    the payment a second time."""
+    import threading
+
+    from django.db import connections
+
+    from idempotency import stepping
+
+    begin = stepping.begin
+    stalled, resume = threading.Event(), threading.Event()
+
+    def stalling_begin(claim, records):
+        if not stalled.is_set():
+            stalled.set()
+            resume.wait(30)
+        return begin(claim, records)
+
+    monkeypatch.setattr(stepping, "begin", stalling_begin)
+    first = []
+
+    def send_first():
+        try:
+            first.append(ApiClient(user.username).post(URL, {"amount": 500}, key="k"))
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=send_first)
+    thread.start()
+    assert stalled.wait(30)
+    clock.advance(seconds=31)  # past the first request's lease
+
+    retry = api.post(URL, {"amount": 500}, key="k")
+    resume.set()
+    thread.join(30)
+
+    assert retry.status_code == 201
+    assert first[0].status_code == 409  # its key was taken over: lease lost
+    assert Widget.objects.count() == 1
+    assert steps_views.mails == charge_ids()
+    assert steps_of(user) == {"charge": "done", "payment": "done", "mail": "done"}

@@ -54,6 +54,7 @@ def begin(
     using: str | None = None,
     fresh: bool = False,
     renew: Renew | None = None,
+    held: Callable[[], bool] | None = None,
 ) -> "Steps":
     """Create or join ``unit``'s row, committed on its own; return its handle.
 
@@ -63,7 +64,11 @@ def begin(
     its retention), so an old row of the same identity is stale and starts
     over. ``label`` says what the unit is, for the console: never put a raw
     client key in it. ``renew`` is called with the new lease expiry at most
-    every half lease, after a step's recovery point commits.
+    every half lease, after a step's recovery point commits. ``held`` is
+    asked first in the transaction that joins an existing row, and may lock
+    the owner's record: False when the owner lost its claim while it waited
+    to begin, which then joins nothing (``StepTakenOver``): a stalled
+    ``fresh`` owner would start over the unit a newer attempt runs.
     """
     db = using or router.db_for_write(UnitRecord)
     if connections[db].in_atomic_block:
@@ -78,6 +83,8 @@ def begin(
         if row is not None:
             return Steps(unit, row, lease=lease, using=db, results={}, renew=renew)
     with transaction.atomic(using=db):
+        if held is not None and not held():
+            raise StepTakenOver("A newer attempt holds this unit's owner.")
         row = _locked_or_created(unit, label, db, now)
         if fresh and row.attempt:
             row.steps.all().delete()
