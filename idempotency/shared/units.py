@@ -104,11 +104,14 @@ def current_intent() -> str:
 @contextmanager
 def serving(intent: str) -> Iterator[None]:
     """Serve ``intent`` with no unit current: for a unit's work run from its
-    stored row (its parts, and so ``derive()``, are not kept there)."""
-    token = _serving.set(intent)
+    stored row (its parts, and so ``derive()``, are not kept there). A unit
+    current around it (a consumer that gives another unit up) is not the
+    one served: it steps aside until the block ends."""
+    token, outer = _serving.set(intent), _current.set(None)
     try:
         yield
     finally:
+        _current.reset(outer)
         _serving.reset(token)
 
 

@@ -543,3 +543,30 @@ def test_a_compensation_fences_out_the_attempt_it_took_over(clock):
     with pytest.raises(StepTakenOver):
         old.step("book", book)
     assert "book" not in names()
+
+
+def refund_and_record(key, result):
+    from outbox.api import record
+
+    with transaction.atomic():
+        record("payment", 1, "payment.refunded", {"charge": result["charge"]})
+    return None
+
+
+def test_a_unit_given_up_from_another_units_code_records_under_its_own_intent(
+    clock,
+):
+    """A saga's consumer that gives up the payment (compensate()) runs its
+    undos: they are the payment's work, so what they record names the
+    payment's intent, not the intent of the consumer that gave it up."""
+    from idempotency.shared import units
+    from outbox.models import OutboxMessage
+
+    start().step("charge", charge, undo=refund_and_record)
+    clock.advance(LEASE + timedelta(seconds=1))
+    consumer = Unit(units.INBOX, ("shipping", "m-1"))
+
+    with units.running(consumer):
+        assert compensate(UNIT.identity, "no carrier takes it") is True
+
+    assert OutboxMessage.objects.get().headers["once-intent"] == UNIT.intent
