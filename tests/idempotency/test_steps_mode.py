@@ -342,3 +342,36 @@ def test_a_claim_that_stalls_past_its_lease_before_its_steps_leaves_the_newer_on
     assert Widget.objects.count() == 1
     assert steps_views.mails == charge_ids()
     assert steps_of(user) == {"charge": "done", "payment": "done", "mail": "done"}
+
+
+def test_a_key_past_its_ttl_does_not_drop_the_undos_its_unit_still_owes(
+    api, user, clock, monkeypatch
+):
+    """A unit left compensating (its refund failed) still owes that refund,
+    whatever its key's age: the purge keeps it for that. A new request under
+    the expired key must not start the unit over, which would drop the
+    undone charge from the step log and the refund with it."""
+    from idempotency.shared.steps import CompensationFailed, compensate
+
+    views.faults["crash"] = 1  # dies after the charge, before the payment
+    with pytest.raises(views.SimulatedCrash):
+        api.post(URL, {"amount": 500}, key="k")
+    clock.advance(seconds=31)  # its lease lapses: stuck mid-steps
+
+    def provider_down(key, charge):
+        raise ConnectionError("the provider is down")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(steps_views, "refund", provider_down)
+        with pytest.raises(CompensationFailed):
+            compensate(unit_of(user).identity, "operator")
+    assert UnitRecord.objects.get().state == "compensating"
+
+    clock.advance(timedelta(hours=25))  # past the key's TTL
+    response = api.post(URL, {"amount": 500}, key="k")
+
+    assert steps_views.refunds == [(unit_of(user).derive("undo:charge"), *charge_ids())]
+    assert UnitRecord.objects.get().state == "compensated"
+    assert response.status_code == 422
+    assert json.loads(response.content)["type"].endswith("/operation-abandoned")
+    assert Widget.objects.count() == 0

@@ -62,8 +62,9 @@ def begin(
     so the attempt before stores nothing more, and the lease starts again.
     ``fresh``: the owner's record began its life now (a new key, or one past
     its retention), so an old row of the same identity is stale and starts
-    over. ``label`` says what the unit is, for the console: never put a raw
-    client key in it. ``renew`` is called with the new lease expiry at most
+    over, unless it is still compensating (it owes undos). ``label`` says
+    what the unit is, for the console: never put a raw client key in it.
+    ``renew`` is called with the new lease expiry at most
     every half lease, after a step's recovery point commits. ``held`` is
     asked first in the transaction that joins an existing row, and may lock
     the owner's record: False when the owner lost its claim while it waited
@@ -86,7 +87,9 @@ def begin(
         if held is not None and not held():
             raise StepTakenOver("A newer attempt holds this unit's owner.")
         row = _locked_or_created(unit, label, db, now)
-        if fresh and row.attempt:
+        # A unit left compensating still owes undos, whatever its owner's
+        # age: it is joined as given up, and its next give_up continues them.
+        if fresh and row.attempt and row.state != UnitState.COMPENSATING:
             row.steps.all().delete()
             row.state, row.reason, row.error, row.created_at = (
                 UnitState.RUNNING,
