@@ -189,8 +189,14 @@ def receive_steps(
         held = locked_until
 
     delivery = Delivery(subscriber, message_id, False, intent)
+    # The unit lives with its delivery: its end commits with "applied", and
+    # an atomic step's transaction is the one the consumer's writes use.
     handle = begin(
-        delivery.unit, f"{subscriber} {message_id}", lease=lease, renew=renew
+        delivery.unit,
+        f"{subscriber} {message_id}",
+        lease=lease,
+        using=using,
+        renew=renew,
     )
     try:
         with units.running(delivery.unit):

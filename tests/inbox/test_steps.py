@@ -291,3 +291,40 @@ def test_steps_are_refused_inside_an_open_transaction():
     with transaction.atomic(), pytest.raises(StepInTransaction):
         consume("m1")
     assert not InboxMessage.objects.exists()
+
+
+@pytest.fixture
+def other_alias():
+    """A second alias on the test database, as a project whose inbox and
+    business tables live on a database other than "default" names it."""
+    from django.db import connections
+
+    connections.settings["other"] = dict(connections.settings["default"])
+    # Connected here: the test case's guard refuses aliases it was not told
+    # of, and this one is not in the settings it was set up with.
+    connections["other"].connect()
+    yield "other"
+    connections["other"].close()
+    del connections["other"]
+    del connections.settings["other"]
+
+
+def test_a_steps_consumer_on_another_database_runs_its_atomic_steps_there(
+    other_alias,
+):
+    """receive_steps(using=...) claims the message there; its unit and each
+    atomic step's transaction must be there too, or the step's local write
+    commits on its own while its recovery point rolls back."""
+    from tests.testapp.models import Widget
+
+    def reserve(key):
+        Widget.objects.using(other_alias).create(name=key)
+        raise RuntimeError("the stock service is down")
+
+    with (
+        pytest.raises(RuntimeError),
+        receive_steps("shipping", "m1", using=other_alias) as delivery,
+    ):
+        delivery.step("reserve", reserve, atomic=True)
+
+    assert not Widget.objects.using(other_alias).exists()
