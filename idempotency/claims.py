@@ -793,9 +793,11 @@ def _withdraw(claim, records):
         return
     try:
         # Fenced: a newer attempt that took the key over keeps it.
-        records.filter(
+        withdrawn, _rows = records.filter(
             pk=claim.record_id, attempts=claim.attempt, state=State.PENDING
         ).delete()
+        if withdrawn and claim.steps is not None:
+            claim.steps.withdraw()  # no step stored: its unit goes too
     except DatabaseError:
         # The lease lapses on its own; the retry then takes the key over.
         logger.warning(

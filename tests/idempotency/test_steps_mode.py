@@ -375,3 +375,24 @@ def test_a_key_past_its_ttl_does_not_drop_the_undos_its_unit_still_owes(
     assert response.status_code == 422
     assert json.loads(response.content)["type"].endswith("/operation-abandoned")
     assert Widget.objects.count() == 0
+
+
+def test_a_request_refused_as_invalid_before_any_step_leaves_no_stuck_unit(
+    api, user, clock
+):
+    """A 400 before any step is not kept (the key is withdrawn, as at
+    Stripe). Its unit must go with it: left running, it would show as stuck
+    mid-steps on the dashboard once its lease lapsed, with nothing to release
+    or abandon, and the purge, which keeps running units, would never take it."""
+    from idempotency.console.units import stuck
+    from idempotency.shared import clock as apps_clock
+
+    assert api.post(URL, {"amount": 0}, key="k").status_code == 400
+    clock.advance(seconds=31)
+
+    assert not IdempotencyRecord.objects.exists()
+    assert not stuck(UnitRecord.objects.all(), apps_clock.now()).exists()
+    assert not UnitRecord.objects.exists()
+
+    # The corrected retry under the key runs as new.
+    assert api.post(URL, {"amount": 500}, key="k").status_code == 201

@@ -316,6 +316,15 @@ class Steps:
             raise StepTakenOver("A newer attempt holds this unit; it was not finished.")
         self.state = UnitState.DONE
 
+    def withdraw(self) -> None:
+        """Delete the unit, its owner having withdrawn the claim that began
+        it (a request refused as invalid before any step): left running, it
+        would be stuck mid-steps for ever, and never purged. Fenced: a newer
+        attempt that joined it keeps it."""
+        UnitRecord.objects.using(self.using).filter(
+            pk=self.unit.identity, attempt=self.attempt, state=UnitState.RUNNING
+        ).delete()
+
     def give_up(self, reason: str) -> None:
         """Compensate the completed steps (see ``compensate``) and stop."""
         from .compensation import compensate_owned
