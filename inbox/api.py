@@ -188,6 +188,11 @@ def receive_steps(
             raise StepTakenOver(f"Another worker took over {message_id}.")
         held = locked_until
 
+    def still_held() -> bool:
+        # A worker that stalled past its lease must not join the unit the
+        # redelivery that took it over runs, or has finished.
+        return inbox.holds(subscriber, message_id, held=held, using=using)
+
     delivery = Delivery(subscriber, message_id, False, intent)
     # The unit lives with its delivery: its end commits with "applied", and
     # an atomic step's transaction is the one the consumer's writes use.
@@ -197,6 +202,7 @@ def receive_steps(
         lease=lease,
         using=using,
         renew=renew,
+        held=still_held,
     )
     try:
         with units.running(delivery.unit):

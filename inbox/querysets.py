@@ -120,6 +120,17 @@ class InboxMessageManager(_BaseManager):
             .update(locked_until=locked_until)
         )
 
+    def holds(self, subscriber, message_id, *, held, using) -> bool:
+        """Whether ``held``, the lease a worker set, is still the running
+        delivery's: not once a redelivery took the lapsed lease over (or
+        applied the delivery). A read, locking nothing."""
+        return (
+            self.db_manager(using)
+            .for_message(subscriber, message_id)
+            .filter(state=RUNNING, locked_until=held)
+            .exists()
+        )
+
     def finish_running(self, subscriber, message_id, *, using) -> int:
         """Mark a steps consumer's delivery applied: a redelivery is a duplicate
         from now on. Returns 1, or 0 when it was not running (finished by

@@ -406,12 +406,18 @@ def _run_steps(receipts, receipt, *, last_attempt=False, died=None) -> Outcome:
             raise StepTakenOver(f"Another worker took over receipt {receipt.pk}.")
         receipt.locked_until = until
 
+    def still_held() -> bool:
+        # A worker that stalled past its lease must not join the unit the
+        # worker that took it over runs, or has finished.
+        return held.filter(locked_until=receipt.locked_until).exists()
+
     handle = begin(
         unit,
         f"{receipt.source} {receipt.delivery_id}",
         lease=webhooks_settings.STEPS_LEASE,
         using=receipts.db,
         renew=renew,
+        held=still_held,
     )
     if died is not None:
         handle.give_up(f"its attempts ran out: {died!r}")

@@ -328,3 +328,32 @@ def test_a_steps_consumer_on_another_database_runs_its_atomic_steps_there(
         delivery.step("reserve", reserve, atomic=True)
 
     assert not Widget.objects.using(other_alias).exists()
+
+
+def test_a_worker_that_stalls_before_its_unit_begins_leaves_an_applied_one_alone(
+    clock, monkeypatch
+):
+    """A worker claims the delivery, then stalls past its lease before its
+    unit begins; a redelivery takes it over and applies it. The stalled
+    worker must not join the finished unit when it wakes: its last attempt
+    failing would then undo the steps of an applied delivery."""
+    from inbox import api
+
+    begin = api.begin
+    stalled = []
+
+    def stalling_begin(*args, **kwargs):
+        if not stalled:
+            stalled.append(True)
+            clock.advance(inbox_settings.STEPS_LEASE + timedelta(seconds=1))
+            assert consume("m1") == "applied"  # the redelivery, meanwhile
+        return begin(*args, **kwargs)
+
+    monkeypatch.setattr(api, "begin", stalling_begin)
+
+    with pytest.raises(StepTakenOver):
+        consume("m1", fail=True, last_attempt=True)
+
+    assert calls == ["book", "label", "mail"]  # nothing undone
+    assert UnitRecord.objects.get().state == UnitRecord.State.DONE
+    assert row().state == InboxMessage.State.APPLIED

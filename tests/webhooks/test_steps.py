@@ -361,3 +361,32 @@ def test_a_steps_handler_that_cannot_be_hashed_runs():
     receipt = new_receipt()
     assert processing.process(receipt.pk) == processing.Outcome.PROCESSED
     assert calls == ["carrier"]
+
+
+def test_a_worker_that_stalls_before_its_unit_begins_leaves_a_processed_one_alone(
+    steps_handler, clock, monkeypatch
+):
+    """A worker leases the receipt, then stalls past its lease before its
+    unit begins; a retry takes it over and processes it. The stalled worker
+    must not join the finished unit when it wakes: its last attempt failing
+    would then undo the steps of a processed receipt."""
+    receipt = new_receipt()
+    begin = processing.begin
+    stalled = []
+
+    def stalling_begin(*args, **kwargs):
+        if not stalled:
+            stalled.append(True)
+            clock.advance(webhooks_settings.STEPS_LEASE + timedelta(seconds=1))
+            assert processing.process(receipt.pk) == processing.Outcome.PROCESSED
+            behaviour["fail"] = True  # the stalled worker's run fails
+        return begin(*args, **kwargs)
+
+    monkeypatch.setattr(processing, "begin", stalling_begin)
+
+    assert processing.process(receipt.pk, last_attempt=True) == "leased"
+
+    assert calls == ["charge", "ship"]  # nothing undone
+    assert UnitRecord.objects.get().state == UnitRecord.State.DONE
+    receipt.refresh_from_db()
+    assert receipt.state == "processed"

@@ -68,8 +68,9 @@ def begin(
     every half lease, after a step's recovery point commits. ``held`` is
     asked first in the transaction that joins an existing row, and may lock
     the owner's record: False when the owner lost its claim while it waited
-    to begin, which then joins nothing (``StepTakenOver``): a stalled
-    ``fresh`` owner would start over the unit a newer attempt runs.
+    to begin, which then joins nothing (``StepTakenOver``): a stalled owner
+    would take over (or reopen, once finished) the unit a newer attempt
+    runs, and a ``fresh`` one would start it over.
     """
     db = using or router.db_for_write(UnitRecord)
     if connections[db].in_atomic_block:
