@@ -75,9 +75,15 @@ def send_task(task) -> Callable[[float], None]:
     request never hangs on a broker outage."""
 
     def send(countdown: float) -> None:
-        if countdown:
-            task.apply_async(countdown=countdown, retry=False)
-        else:
-            task.apply_async(retry=False)
+        options = {"countdown": countdown} if countdown else {}
+        if task.app.conf.task_always_eager:
+            task.apply_async(retry=False, **options)  # runs here: no broker
+            return
+        with task.app.producer_or_acquire() as producer:
+            # One attempt: kombu's first connection otherwise retries for
+            # broker_connection_timeout and more (6 s with Celery's defaults),
+            # and every request that commits would wait that long.
+            producer.connection.ensure_connection(max_retries=0)
+            task.apply_async(retry=False, producer=producer, **options)
 
     return send
