@@ -1,5 +1,7 @@
 """The Debezium connector and outbox event router config for our table."""
 
+import re
+
 from django.db import connections, router
 
 from idempotency.shared.headers import EVENT_HEADERS
@@ -28,7 +30,7 @@ def connector_config(
             "topic.prefix": topic_prefix,
             "table.include.list": table,
             "publication.autocreate.mode": "filtered",
-            "slot.name": f"{name.replace('-', '_')}_slot",
+            "slot.name": _slot_name(name),
             # record() deletes each row in its inserting transaction: the
             # delete is expected and must not become a tombstone.
             "tombstones.on.delete": "false",
@@ -62,6 +64,12 @@ def connector_config(
             "value.converter.schemas.enable": "false",
         },
     }
+
+
+def _slot_name(name: str) -> str:
+    """The connector's replication slot: PostgreSQL allows lower case letters,
+    digits and "_", at most 63 of them, and Debezium refuses any other."""
+    return re.sub(r"[^a-z0-9_]", "_", name.lower())[:58] + "_slot"
 
 
 def _schema(using: str) -> str:

@@ -60,6 +60,27 @@ def test_the_router_reads_the_trace_context_from_the_column_record_writes():
     assert OutboxMessage._meta.get_field(column).column == "tracingspancontext"
 
 
+@pytest.mark.parametrize(
+    ("name", "slot"),
+    [
+        ("shop-outbox", "shop_outbox_slot"),
+        ("ShopOutbox", "shopoutbox_slot"),
+        ("shop.outbox v2", "shop_outbox_v2_slot"),
+        ("s" * 80, "s" * 58 + "_slot"),
+    ],
+)
+def test_the_slot_is_named_as_postgresql_allows_whatever_the_connector_name(name, slot):
+    # PostgreSQL takes lower case letters, digits and "_", at most 63 of them
+    # (Debezium refuses any other slot.name): a connector named "ShopOutbox"
+    # must still get a config that starts.
+    out = StringIO()
+    call_command("outbox_debezium_config", "--name", name, stdout=out)
+
+    config = json.loads(out.getvalue())
+    assert config["name"] == name
+    assert config["config"]["slot.name"] == slot
+
+
 def test_an_unknown_database_alias_is_refused_naming_the_configured_ones():
     with pytest.raises(CommandError, match=r"invalid choice: 'nope'.*'default'"):
         call_command("outbox_debezium_config", "--database", "nope")
