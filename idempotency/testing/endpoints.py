@@ -625,12 +625,12 @@ def _each_once_where_moved(before, after, delta) -> list[str]:
 
 
 def check_crash_after_commit(endpoint: Endpoint) -> None:
-    """The process dies right after the request's last commit, before the
-    answer leaves and before any ``on_commit`` callback runs; the client
-    retries. The retry must replay the stored answer, and each effect must
-    have happened once: one left to ``on_commit`` (a charge, a mail sent
-    once the transaction commits) is lost for good, since every retry
-    replays."""
+    """The process dies right after the commit that stores the request's
+    answer (or, when none is stored, its last commit), before the answer
+    leaves and before any ``on_commit`` callback runs; the client retries.
+    The retry must replay the stored answer, and each effect must have
+    happened once: one left to ``on_commit`` (a charge, a mail sent once the
+    transaction commits) is lost for good, since every retry replays."""
     __tracebackhide__ = True
     case = _Case(endpoint, "crash-after-commit")
     client, clean, delta = case.clean_run(commit_points(), new_payload=True)
@@ -640,13 +640,22 @@ def check_crash_after_commit(endpoint: Endpoint) -> None:
             "the request made nothing durable in the database, so there is no "
             "commit to die after; is the view keyed?",
         )
-    key = case.key()
-    before = case.effects()
     last = len(clean.points)
-    with commit_points(crash_at=last, when=AFTER) as points, suppress(SimulatedCrash):
-        case.send(client, key)
-    if points.crashed is None:
-        return  # this request took a shorter path: nothing to die after
+    # A write after the answer's commit (an on_commit callback's, a
+    # middleware's) is a later durable point: dying after it would lose
+    # nothing. So die after each point in turn until the answer is stored.
+    for number in range(1, last + 1):
+        key = case.key()
+        before = case.effects()
+        with (
+            commit_points(crash_at=number, when=AFTER) as points,
+            suppress(SimulatedCrash),
+        ):
+            case.send(client, key)
+        if points.crashed is None:
+            return  # this request took a shorter path: nothing to die after
+        if number == last or _completed(key):
+            break
     retry = case.send(client, key)
     problems = g.Problems(
         g.CRASH_AFTER_COMMIT,
@@ -960,6 +969,12 @@ def _record(key: str):
         router.db_for_write(IdempotencyRecord)
     )
     return records.filter(key=key).first()
+
+
+def _completed(key: str) -> bool:
+    """Whether the answer of ``key`` is stored (its retry replays it)."""
+    record = _record(key)
+    return record is not None and record.state == IdempotencyRecord.State.COMPLETED
 
 
 def _is_response(answer) -> bool:

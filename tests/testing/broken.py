@@ -292,3 +292,22 @@ class ChargesOnCommitView(IdempotencyMixin, APIView):
         key = request.idempotency.derive("charge")
         transaction.on_commit(lambda: provider.charge(key, 500))
         return Response({"id": widget.pk}, status=201)
+
+
+class ChargesOnCommitThenNotesItView(IdempotencyMixin, APIView):
+    """As ``ChargesOnCommitView``, and the callback then notes the charge on
+    the widget: a write after the commit that stores the answer. A process
+    dying right after that commit still loses the charge."""
+
+    idempotency_operation = "broken.charges-on-commit-then-notes"
+
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data["name"])
+        key = request.idempotency.derive("charge")
+
+        def charge():
+            charged = provider.charge(key, 500)
+            Widget.objects.filter(pk=widget.pk).update(name=charged)
+
+        transaction.on_commit(charge)
+        return Response({"id": widget.pk}, status=201)

@@ -21,5 +21,9 @@ urlpatterns = [
     path("broken/swallows-notify/", broken.SwallowsNotifyFailureView.as_view()),
     path("broken/mails/", broken.MailsBeforeCompletingView.as_view()),
     path("broken/charges-on-commit/", broken.ChargesOnCommitView.as_view()),
+    path(
+        "broken/charges-on-commit-then-notes/",
+        broken.ChargesOnCommitThenNotesItView.as_view(),
+    ),
     path("broken/mails-outside-steps/", broken.MailsOutsideStepsView.as_view()),
 ]

@@ -595,3 +595,21 @@ def test_an_effects_that_is_not_a_count_is_refused_readably():
         "effects() must return a number, or a dict of numbers, that grows with "
         "the business effect; it returned <QuerySet"
     )
+
+
+def test_a_charge_left_to_on_commit_is_lost_though_a_write_follows_it():
+    """A write after the answer's commit (the callback noting the charge, a
+    middleware logging the request) is a later durable point: dying after
+    it loses nothing. The kit dies after the commit that stores the answer."""
+    endpoint = Endpoint(
+        url="/broken/charges-on-commit-then-notes/",
+        payload=new_widget,
+        effects=charges_taken,
+    )
+
+    message = broken_message(endpoints.check_crash_after_commit, endpoint)
+
+    assert "the process died just after durable point 1: COMMIT of INSERT INTO" in (
+        message
+    )
+    assert "after the retry: the effect was lost: effects went" in message
