@@ -58,6 +58,10 @@ NEWER_WEBHOOK = (
 
 # How much older the stale event is than the newer one.
 STALE_BY = timedelta(hours=1)
+# How much older the order case's older event is: a minute, as a provider's
+# retry brings it, so a handler dropping events by their age (older than
+# half an hour, say) instead of by the state's stamp applies it.
+LATE_BY = timedelta(minutes=1)
 
 # Receipt ids the intake enqueued, in order (WEBHOOKS["ENQUEUE"] points at
 # collect() while a check runs).
@@ -324,7 +328,7 @@ def check_webhook_order(webhook: Webhook) -> None:
     it: the older one must not overwrite the newer state."""
     __tracebackhide__ = True
     now = clock.now()
-    _check_in_turn(webhook, newer_first=True, older_at=now - STALE_BY, newer_at=now)
+    _check_in_turn(webhook, newer_first=True, older_at=now - LATE_BY, newer_at=now)
 
 
 def check_webhook_newer_after_older(webhook: Webhook) -> None:
@@ -509,6 +513,7 @@ def _receipt(delivery: SignedDelivery):
 __all__ = [
     "CRASHED_STEPS_WEBHOOK",
     "CRASHED_WEBHOOK",
+    "LATE_BY",
     "NEWER_WEBHOOK",
     "REDELIVERED_WEBHOOK",
     "STALE_BY",

@@ -1,6 +1,8 @@
 """Webhook handlers that break an ordering guarantee on purpose: the kit must
 say which. Tests register them on their own source."""
 
+from datetime import timedelta
+
 from idempotency.shared import clock
 from tests.testapp.models import Order
 
@@ -14,4 +16,20 @@ def pay_stamped_on_arrival(event):
         return
     order.status = event.data["data"]["status"]
     order.payment_updated_at = clock.now()
+    order.save()
+
+
+# An event older than this is taken for stale, whatever the state's stamp.
+TOO_OLD = timedelta(minutes=45)
+
+
+def pay_unless_old(event):
+    """Drops an event by its age, not by the state's stamp, and applies the
+    others in arrival order: an event a minute older than the state
+    overwrites it."""
+    if clock.now() - event.occurred_at > TOO_OLD:
+        return
+    order = Order.objects.select_for_update().get(pk=event.data["data"]["order"])
+    order.status = event.data["data"]["status"]
+    order.payment_updated_at = event.occurred_at
     order.save()

@@ -222,3 +222,20 @@ def test_a_source_that_is_not_configured_fails_every_case_instead_of_skipping(ch
         check(webhook)
 
     assert "WEBHOOKS['SOURCES'] has no source 'kit-strpe'" in str(refused.value)
+
+
+@pytest.mark.parametrize("source", TIMED)
+def test_a_handler_dropping_events_by_age_lets_an_older_event_win(source):
+    """A handler taking an event for stale by its age (older than 45
+    minutes), whatever the state's stamp, applies an event a minute older
+    than the state: the order case must not pass it."""
+    webhook = payments(source, broken_handlers.pay_unless_old)
+    deliveries.check_webhook_newer_after_older(webhook)  # this direction holds
+
+    message = broken_message(deliveries.check_webhook_order, webhook)
+
+    assert message.startswith(
+        "Guarantee broken: an event older than the state it would overwrite is "
+        "ignored.\n"
+    )
+    assert 'arrived and set "payment_failed"' in message
