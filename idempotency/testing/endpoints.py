@@ -56,15 +56,17 @@ class Endpoint:
 
     ``payload`` is a JSON-able body, or a function returning one (called for
     each new intent, so each can use fresh values); so are
-    ``invalid_payload`` and ``changed_payload``. ``effects()`` returns a
-    number that grows with the view's business effect (``Order.objects.count``;
-    None counts as 0), or a dict of numbers, one per outside effect.
+    ``invalid_payload`` and ``changed_payload``, and ``url`` (a detail route
+    acting once on its object: create a new object for each intent).
+    ``effects()`` returns a number that grows with the view's business effect
+    (``Order.objects.count``; None counts as 0), or a dict of numbers, one
+    per outside effect.
     ``client(name)`` returns a test client acting as the principal ``name``;
     two names must be two scopes. By default it is a DRF ``APIClient``
     force-authenticated as a user of that name.
     """
 
-    url: str
+    url: str | Callable[[], str]
     payload: Any
     effects: Callable[[], Any]
     client: Callable[[str], Any] | None = None
@@ -91,8 +93,9 @@ class Endpoint:
     # How many identical requests race.
     concurrency: int = 8
 
-    def describe(self, key: str) -> str:
-        return f"{self.method.upper()} {self.url} with {header()} {key}"
+    def describe(self, key: str, url: str | None = None) -> str:
+        url = url or (self.url if isinstance(self.url, str) else "url()")
+        return f"{self.method.upper()} {url} with {header()} {key}"
 
 
 def header() -> str:
@@ -119,11 +122,20 @@ class _Case:
     def __init__(self, endpoint: Endpoint, name: str):
         self.endpoint = endpoint
         self.name = name
-        self.payload = self.new_payload()
+        self.url, self.payload = self.new_intent()
 
-    def new_payload(self):
-        """The body of a new intent (the same one unless payload is a function)."""
-        return self.body(self.endpoint.payload)
+    def new_intent(self) -> tuple[str, Any]:
+        """The path and the body of a new intent (the same ones unless url or
+        payload is a function)."""
+        return self.body(self.endpoint.url), self.body(self.endpoint.payload)
+
+    def another_url(self) -> str:
+        """The path of another intent: the same one unless url is a function
+        (a detail route, whose object a request may act on only once)."""
+        return self.body(self.endpoint.url)
+
+    def describe(self, key: str) -> str:
+        return self.endpoint.describe(key, self.url)
 
     @staticmethod
     def body(value):
@@ -137,14 +149,14 @@ class _Case:
     def key(self, label: str = "") -> str:
         return f"once-{self.name}{label}-{uuid.uuid4().hex[:12]}"
 
-    def send(self, client, key: str, payload=None):
+    def send(self, client, key: str, payload=None, url: str | None = None):
         body = self.payload if payload is None else payload
         if not isinstance(body, bytes | str):
             body = json.dumps(body)
         meta = "HTTP_" + header().upper().replace("-", "_")
         send = getattr(client, self.endpoint.method.lower())
         return send(
-            self.endpoint.url,
+            url or self.url,
             data=body,
             content_type="application/json",
             **{meta: key},
@@ -163,11 +175,11 @@ class _Case:
                 precondition=f"{what} to succeed",
             )
 
-    def first(self, client, key: str, payload=None):
+    def first(self, client, key: str, payload=None, url: str | None = None):
         """Send a request that must succeed and change ``effects()``; return
         the answer and the readings before and after it."""
         before = self.effects()
-        response = self.send(client, key, payload)
+        response = self.send(client, key, payload, url)
         self.require_success(response)
         after = self.effects()
         if after == before:
@@ -179,17 +191,17 @@ class _Case:
             )
         return response, before, after
 
-    def clean_run(self, watch, *, new_payload: bool = False):
+    def clean_run(self, watch, *, new_intent: bool = False):
         """Send one request that must succeed under ``watch`` (a context
-        manager recording the run: its commits, its steps), with the body of
-        a new intent if ``new_payload``; return the client, the record and how
-        much the request changed ``effects()``."""
+        manager recording the run: its commits, its steps), with the path and
+        body of a new intent if ``new_intent``; return the client, the record
+        and how much the request changed ``effects()``."""
         require_committed_transactions(self.name)
         client = self.client()
         before = self.effects()
         with watch as record:
-            payload = self.new_payload() if new_payload else None
-            response = self.send(client, self.key("-baseline"), payload)
+            url, payload = self.new_intent() if new_intent else (None, None)
+            response = self.send(client, self.key("-baseline"), payload, url)
         self.require_success(response)
         return client, record, growth(before, self.effects())
 
@@ -197,7 +209,8 @@ class _Case:
         """Send one fresh request and return how much it changed ``effects()``."""
         client = client or self.client()
         key = self.key("-baseline")
-        _, before, after = self.first(client, key, self.new_payload())
+        url, payload = self.new_intent()
+        _, before, after = self.first(client, key, payload, url)
         return growth(before, after)
 
 
@@ -215,7 +228,7 @@ def check_lost_response(endpoint: Endpoint) -> None:
     first, before, ran_once = case.first(client, key)
     retry = case.send(client, key)
     after = case.effects()
-    problems = g.Problems(g.LOST_RESPONSE, endpoint.describe(key))
+    problems = g.Problems(g.LOST_RESPONSE, case.describe(key))
     if after != ran_once:
         problems.append(f"the view ran again: {g.change(before, after, ran_once)}")
     if first.streaming and not _replayed(retry):
@@ -272,7 +285,7 @@ def check_race(endpoint: Endpoint) -> None:
     answers = run_concurrently(count, send)
     after = case.effects()
     ran = [a for a in answers if _is_response(a) and _ran(a)]
-    problems = g.Problems(g.RACE, endpoint.describe(key))
+    problems = g.Problems(g.RACE, case.describe(key))
     problems += [
         f"{count} requests at once: {verdict}"
         for verdict in each_once(before, after, delta)
@@ -317,7 +330,7 @@ def check_payload_mismatch(endpoint: Endpoint) -> None:
     after = case.effects()
     problems = g.Problems(
         g.PAYLOAD_MISMATCH,
-        endpoint.describe(key),
+        case.describe(key),
         f"first payload: {g.shown(case.payload)}",
         f"then:          {g.shown(changed)}",
     )
@@ -345,10 +358,10 @@ def check_each_field_fingerprinted(endpoint: Endpoint) -> None:
     client, key = case.client(), case.key()
     _, before, ran_once = case.first(client, key)
     if _record(key) is None:
-        raise g.broken(g.FINGERPRINT, endpoint.describe(key), g.NOTHING_STORED)
+        raise g.broken(g.FINGERPRINT, case.describe(key), g.NOTHING_STORED)
     problems = g.Problems(
         g.FINGERPRINT,
-        endpoint.describe(key),
+        case.describe(key),
         f"first payload: {g.shown(case.payload)}",
     )
     for change in changes:
@@ -412,7 +425,7 @@ def check_failure_at_completion(endpoint: Endpoint) -> None:
     if attempt.failure.where is None:
         raise g.broken(
             g.FAILURE_NOT_STORED_AS_SUCCESS,
-            endpoint.describe(attempt.key),
+            case.describe(attempt.key),
             f"the attempt {attempt.outcome}, and the kit found no answer being "
             "stored to fail",
             g.NOTHING_STORED,
@@ -444,7 +457,7 @@ class _FailedAttempt:
         after = self.case.effects()
         problems = g.Problems(
             guarantee,
-            self.case.endpoint.describe(self.key),
+            self.case.describe(self.key),
             f"failure: {self.failure.where}; the attempt {self.outcome}",
         )
         if _replayed(retry):
@@ -520,7 +533,7 @@ def check_validation_failure(endpoint: Endpoint) -> None:
     corrected = case.send(client, key)
     after = case.effects()
     problems = g.Problems(
-        g.VALIDATION, endpoint.describe(key), f"refused: {g.answer(invalid)}"
+        g.VALIDATION, case.describe(key), f"refused: {g.answer(invalid)}"
     )
     if refused != before:
         problems.append(
@@ -552,7 +565,7 @@ def check_expiry(endpoint: Endpoint) -> None:
     delta = growth(before, ran_once)
     record = _record(key)
     if record is None:
-        raise g.broken(g.WITHIN_TTL, endpoint.describe(key), g.NOTHING_STORED)
+        raise g.broken(g.WITHIN_TTL, case.describe(key), g.NOTHING_STORED)
     # The view's TTL: expires_at was set a moment before created_at.
     ttl = timedelta(
         seconds=round((record.expires_at - record.created_at).total_seconds())
@@ -568,7 +581,7 @@ def check_expiry(endpoint: Endpoint) -> None:
         if not _replayed(within) or within_effects != ran_once:
             raise g.broken(
                 g.WITHIN_TTL,
-                endpoint.describe(key),
+                case.describe(key),
                 f"TTL {ttl}; a retry {margin} before it ended answered "
                 f"{g.answer(within)}",
                 g.change(before, within_effects, ran_once),
@@ -578,7 +591,7 @@ def check_expiry(endpoint: Endpoint) -> None:
             late = case.send(client, key)
             raise g.broken(
                 g.RETRY_HORIZON,
-                endpoint.describe(key),
+                case.describe(key),
                 f"the key expires {ttl} after the first request, but the client "
                 f"retries for {horizon} (retry_horizon)",
                 f"a retry {horizon} later answered {g.answer(late)}: "
@@ -590,10 +603,13 @@ def check_expiry(endpoint: Endpoint) -> None:
         late = case.send(client, key)
     after = case.effects()
     verdicts = _each_once_where_moved(ran_once, after, delta)
-    if not _ran(late) or verdicts:
+    # A view may refuse it itself, acting once on its object ("already
+    # shipped"): the key is forgotten all the same, and nothing ran twice.
+    refused = 400 <= late.status_code < 500 and not _replayed(late)
+    if not (_ran(late) or refused) or verdicts:
         raise g.broken(
             g.EXPIRED,
-            endpoint.describe(key),
+            case.describe(key),
             f"TTL {ttl}; a retry 1 s after it ended answered {g.answer(late)}",
             *verdicts,
         )
@@ -633,7 +649,7 @@ def check_crash_after_commit(endpoint: Endpoint) -> None:
     transaction commits) is lost for good, since every retry replays."""
     __tracebackhide__ = True
     case = _Case(endpoint, "crash-after-commit")
-    client, clean, delta = case.clean_run(commit_points(), new_payload=True)
+    client, clean, delta = case.clean_run(commit_points(), new_intent=True)
     if not clean.points:
         raise g.CannotCheck(
             case.name,
@@ -646,20 +662,21 @@ def check_crash_after_commit(endpoint: Endpoint) -> None:
     # nothing. So die after each point in turn until the answer is stored.
     for number in range(1, last + 1):
         key = case.key()
+        url, payload = case.new_intent()
         before = case.effects()
         with (
             commit_points(crash_at=number, when=AFTER) as points,
             suppress(SimulatedCrash),
         ):
-            case.send(client, key)
+            case.send(client, key, payload, url)
         if points.crashed is None:
             return  # this request took a shorter path: nothing to die after
         if number == last or _completed(key):
             break
-    retry = case.send(client, key)
+    retry = case.send(client, key, payload, url)
     problems = g.Problems(
         g.CRASH_AFTER_COMMIT,
-        endpoint.describe(key),
+        endpoint.describe(key, url),
         f"the process died {points.crashed}",
     )
     if not _replayed(retry):
@@ -687,15 +704,14 @@ def check_other_scope(endpoint: Endpoint) -> None:
         # Bob's request would run, proving nothing about scopes.
         raise g.broken(
             g.OTHER_SCOPE,
-            endpoint.describe(key) + ", as alice",
+            case.describe(key) + ", as alice",
             f"alice: {g.answer(first)}",
             g.NOTHING_STORED,
         )
-    theirs = case.send(bob, key)
+    # Bob acts on an object of his own when the path names one.
+    theirs = case.send(bob, key, url=case.another_url())
     after = case.effects()
-    problems = g.Problems(
-        g.OTHER_SCOPE, endpoint.describe(key) + ", as alice then as bob"
-    )
+    problems = g.Problems(g.OTHER_SCOPE, case.describe(key) + ", as alice then as bob")
     if _replayed(theirs):
         problems.append("bob's request with alice's key got alice's stored answer")
     elif not _ran(theirs):
@@ -741,7 +757,7 @@ def check_derived_key(endpoint: Endpoint) -> None:
         record = _record(key)
         problems = g.Problems(
             g.DERIVED_KEY,
-            endpoint.describe(key),
+            case.describe(key),
             f"{endpoint.downstream} returned, then the process died",
         )
         with controlled_clock() as clock:
@@ -800,17 +816,17 @@ def check_crash_after_each_step(endpoint: Endpoint) -> None:
     problems = []
     for number, name in enumerate(probe.steps, 1):
         key = case.key()
-        payload = case.new_payload()
+        url, payload = case.new_intent()
         before = case.effects()
         with step_kills(kill_after=number) as kills, suppress(SimulatedCrash):
-            case.send(client, key, payload)
+            case.send(client, key, payload, url)
         if kills.killed is None:
             continue  # this run took a shorter path
         with controlled_clock() as clock:
             record = _record(key)
             if record is not None and record.locked_until is not None:
                 clock.advance_past(record.locked_until)
-            retry = case.send(client, key, payload)
+            retry = case.send(client, key, payload, url)
         if not _ran(retry):
             problems.append(
                 f"killed right after step {name!r}, the retry did not complete: "
@@ -824,7 +840,7 @@ def check_crash_after_each_step(endpoint: Endpoint) -> None:
     if problems:
         raise g.broken(
             g.CRASH_AFTER_STEP,
-            f"{endpoint.method.upper()} {endpoint.url}; its steps: {probe.describe()}",
+            f"{endpoint.method.upper()} {case.url}; its steps: {probe.describe()}",
             *problems,
         )
 
@@ -842,7 +858,7 @@ def check_downstream_key_scoped(endpoint: Endpoint) -> None:
         case.first(alice, key)
         alices = list(calls)
         calls.clear()
-        theirs = case.send(bob, key)
+        theirs = case.send(bob, key, url=case.another_url())
         bobs = list(calls)
     if not alices:
         raise g.CannotCheck(
@@ -851,9 +867,7 @@ def check_downstream_key_scoped(endpoint: Endpoint) -> None:
             precondition="the view to call downstream",
         )
     if _record(key) is None:
-        raise g.broken(
-            g.SCOPED_DOWNSTREAM_KEY, endpoint.describe(key), g.NOTHING_STORED
-        )
+        raise g.broken(g.SCOPED_DOWNSTREAM_KEY, case.describe(key), g.NOTHING_STORED)
     if not bobs:
         raise g.CannotCheck(
             case.name,
@@ -862,14 +876,12 @@ def check_downstream_key_scoped(endpoint: Endpoint) -> None:
             precondition="bob's request to run as his own",
         )
     if alices[0] in (None, ""):
-        raise g.broken(
-            g.SCOPED_DOWNSTREAM_KEY, endpoint.describe(key), _no_key(endpoint)
-        )
+        raise g.broken(g.SCOPED_DOWNSTREAM_KEY, case.describe(key), _no_key(endpoint))
     shared = [each for each in bobs if each in alices]
     if shared:
         raise g.broken(
             g.SCOPED_DOWNSTREAM_KEY,
-            endpoint.describe(key) + ", as alice then as bob",
+            case.describe(key) + ", as alice then as bob",
             f"alice's request called {downstream} with {alices[0]!r}",
             f"bob's request called it with {shared[0]!r}: the provider takes "
             "bob's call for a retry of alice's, and answers it with alice's result",

@@ -4,10 +4,11 @@ from django.urls import path
 
 from tests.testapp.urls import urlpatterns as testapp_urls
 
-from . import broken
+from . import broken, sound
 
 urlpatterns = [
     *testapp_urls,
+    path("sound/widgets/<int:pk>/ship/", sound.ShipWidgetView.as_view()),
     path("broken/unguarded/", broken.UnguardedView.as_view()),
     path("broken/check-then-act/", broken.CheckThenActView.as_view()),
     path("broken/five-hundred/", broken.FiveHundredView.as_view()),

@@ -16,6 +16,7 @@ from idempotency.testing import endpoints
 from idempotency.testing.endpoints import Endpoint
 from tests.testapp.downstream import provider
 from tests.testapp.models import Widget
+from tests.testing import sound
 from tests.testing.helpers import broken_message, new_widget, widget_count
 
 pytestmark = [
@@ -613,3 +614,24 @@ def test_a_charge_left_to_on_commit_is_lost_though_a_write_follows_it():
         message
     )
     assert "after the retry: the effect was lost: effects went" in message
+
+
+def widget_to_ship() -> str:
+    """The path of a detail route, on a widget of its own for each intent."""
+    return f"/sound/widgets/{Widget.objects.create(name='to ship').pk}/ship/"
+
+
+@pytest.mark.parametrize("check", endpoints.ENDPOINT_CHECKS, **BY_NAME)
+def test_every_case_holds_for_a_detail_route_acting_once_on_its_object(check):
+    """A request acting on the object its path names (ship this widget) can
+    run once per object: each new intent needs a new object, so the url is a
+    function, as the payload may be."""
+    check(Endpoint(url=widget_to_ship, payload={}, effects=sound.shipped_count))
+
+
+def test_a_late_retry_the_view_refuses_itself_passes_the_expiry_case():
+    """Past the TTL the key is forgotten and the late retry reaches the view,
+    which refuses to ship a shipped widget: nothing ran twice."""
+    endpoint = Endpoint(url=widget_to_ship(), payload={}, effects=sound.shipped_count)
+
+    endpoints.check_expiry(endpoint)
