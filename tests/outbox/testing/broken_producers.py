@@ -59,6 +59,26 @@ class TaskStraightToTheBrokerView(IdempotencyMixin, APIView):
         return Response({"id": widget.pk}, status=201)
 
 
+@kit_app.task(name="kit.tell_the_warehouse")
+def tell_the_warehouse(*, widget, **kwargs):
+    """A consumer of another system, sent past the outbox."""
+
+
+class EventAndTaskOnCommitView(IdempotencyMixin, APIView):
+    """Records its event with its change, and also tells the warehouse with a
+    task sent once the change commits: a process dying between the commit
+    and the send keeps the widget and its event, and the warehouse never
+    hears of it."""
+
+    idempotency_operation = "broken.event-and-task-on-commit"
+
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data["name"])
+        record("widget", widget.pk, "widget.created", {"name": widget.name})
+        transaction.on_commit(lambda: tell_the_warehouse.delay(widget=widget.pk))
+        return Response({"id": widget.pk}, status=201)
+
+
 def event_before_its_change(name):
     """Records the event on its own, then makes the change in autocommit: a
     process that dies between the two keeps the event of a change never made."""
@@ -84,4 +104,5 @@ urlpatterns = [
     path("", include("tests.testapp.urls")),
     path("broken/event-on-commit/", EventOnCommitView.as_view()),
     path("broken/task-straight/", TaskStraightToTheBrokerView.as_view()),
+    path("broken/event-and-task/", EventAndTaskOnCommitView.as_view()),
 ]

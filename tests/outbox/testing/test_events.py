@@ -192,6 +192,22 @@ def test_the_producer_check_names_a_task_sent_straight_to_the_broker(api):
     assert "task kit.make_widget sent straight to the broker" in message
 
 
+@BROKEN_URLS
+def test_the_producer_check_names_a_task_sent_beside_a_recorded_event(api):
+    """The event goes through the outbox, another message past it: that one
+    cannot commit with the change (sent on commit, a death before it loses
+    it)."""
+    message = broken_message(
+        check_state_and_event_commit_together,
+        sending(api, "/broken/event-and-task/"),
+        widget_count,
+    )
+
+    assert message.startswith("Guarantee broken: events go through the outbox.\n")
+    assert "task kit.tell_the_warehouse sent straight to the broker" in message
+    assert "outbox events recorded: ['widget.created']" in message
+
+
 def test_a_kombu_publish_past_the_outbox_is_named():
     with capture_events() as events:
         broken_producers.publish_straight_to_the_broker("w-1")
