@@ -17,11 +17,13 @@ from functools import partial
 from pkgutil import resolve_name
 from typing import Any
 from unittest import mock
+from urllib.parse import urlencode
 
 import pytest
 from django.conf import settings
 from django.db import connection, router
 from django.db.models.signals import post_save
+from django.test.client import BOUNDARY, encode_multipart
 
 from ..conf import idempotency_settings
 from ..models import IdempotencyRecord
@@ -47,6 +49,9 @@ RACE_PAUSE = 0.02
 # How long the derived-key probe's duplicate waits for the lease holder.
 SHORT_WAIT = 0.05
 REPLAYED = "Idempotent-Replayed"
+JSON = "application/json"
+URLENCODED = "application/x-www-form-urlencoded"
+MULTIPART = "multipart/form-data"
 _POST_SAVE_UID = "django-once-proof-kit-failure"
 
 
@@ -92,6 +97,9 @@ class Endpoint:
     downstream_key: Callable[..., Any] | None = None
     # How many identical requests race.
     concurrency: int = 8
+    # How the body is sent: a dict payload is encoded as JSON, or as a form
+    # (urlencoded or multipart) for a view reading request.POST.
+    content_type: str = JSON
 
     def describe(self, key: str, url: str | None = None) -> str:
         url = url or (self.url if isinstance(self.url, str) else "url()")
@@ -151,14 +159,13 @@ class _Case:
 
     def send(self, client, key: str, payload=None, url: str | None = None):
         body = self.payload if payload is None else payload
-        if not isinstance(body, bytes | str):
-            body = json.dumps(body)
+        body, content_type = _encoded(body, self.endpoint.content_type)
         meta = "HTTP_" + header().upper().replace("-", "_")
         send = getattr(client, self.endpoint.method.lower())
         return send(
             url or self.url,
             data=body,
-            content_type="application/json",
+            content_type=content_type,
             **{meta: key},
         )
 
@@ -212,6 +219,20 @@ class _Case:
         url, payload = self.new_intent()
         _, before, after = self.first(client, key, payload, url)
         return growth(before, after)
+
+
+def _encoded(body, content_type: str) -> tuple[bytes | str, str]:
+    """``body`` as ``content_type`` carries it, and the header to send: text
+    and bytes as given, anything else as JSON or a form. Encoded here, since
+    DRF's test client sends a given content type's data as it is."""
+    if isinstance(body, bytes | str):
+        return body, content_type
+    media = content_type.partition(";")[0].strip().lower()
+    if media == URLENCODED:
+        return urlencode(body, doseq=True), content_type
+    if media == MULTIPART:
+        return encode_multipart(BOUNDARY, body), f"{MULTIPART}; boundary={BOUNDARY}"
+    return json.dumps(body), content_type
 
 
 def _replayed(response) -> bool:

@@ -49,6 +49,9 @@ class EndpointSuite(Suite):
     downstream: str | None = None
     # How many identical requests race on one key.
     concurrency = 8
+    # How a payload is sent: JSON, or a form ("multipart/form-data",
+    # "application/x-www-form-urlencoded") for a view reading request.POST.
+    content_type = endpoints.JSON
     # A method returning a context manager under which the view fails; by
     # default the kit fails the view right after its first write.
     fail = None

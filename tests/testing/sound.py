@@ -1,10 +1,13 @@
 """Sound code the proof kit must pass, in shapes its other tests do not have."""
 
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from idempotency.decorators import idempotent
 from idempotency.mixins import IdempotencyMixin
 from tests.testapp.models import Widget
 
@@ -28,3 +31,11 @@ class ShipWidgetView(IdempotencyMixin, APIView):
 
 def shipped_count() -> int:
     return Widget.objects.filter(name__startswith=SHIPPED).count()
+
+
+@csrf_exempt
+@idempotent("sound.form-widget")
+def form_widget(request):
+    """A plain Django view reading a form (``request.POST``), not JSON."""
+    widget = Widget.objects.create(name=request.POST["name"])
+    return JsonResponse({"id": widget.pk}, status=201)

@@ -635,3 +635,12 @@ def test_a_late_retry_the_view_refuses_itself_passes_the_expiry_case():
     endpoint = Endpoint(url=widget_to_ship(), payload={}, effects=sound.shipped_count)
 
     endpoints.check_expiry(endpoint)
+
+
+FORMS = ["application/x-www-form-urlencoded", "multipart/form-data"]
+
+
+@pytest.mark.parametrize("content_type", FORMS)
+@pytest.mark.parametrize("check", endpoints.ENDPOINT_CHECKS, **BY_NAME)
+def test_every_case_holds_for_a_plain_view_reading_a_form(check, content_type):
+    check(widgets("/sound/form-widget/", client=logged_in, content_type=content_type))
