@@ -29,6 +29,7 @@ from ..conf import idempotency_settings
 from ..models import IdempotencyRecord
 from ..querysets import IdempotencyRecordQuerySet
 from ..shared.settings import as_timedelta
+from ..shared.steps.models import StepRecord, UnitRecord
 from ..shared.testing.clock import controlled_clock
 from ..shared.testing.crashes import (
     AFTER,
@@ -1070,9 +1071,12 @@ def _failing_under(fail: Callable[[], AbstractContextManager]) -> Iterator[_Fail
 
 @contextmanager
 def _failing_after_first_write() -> Iterator[_Failure]:
-    # The claim's own writes, and a session the client may save, are not the
-    # view's business effect.
-    ignored = [f'"{IdempotencyRecord._meta.db_table}"', '"django_session"']
+    # The claim's own writes (in steps mode its unit's and steps' records
+    # too), and a session the client may save, are not the view's business
+    # effect: failing after them proves nothing about the view.
+    claims = (IdempotencyRecord, UnitRecord, StepRecord)
+    ignored = [f'"{model._meta.db_table}"' for model in claims]
+    ignored.append('"django_session"')
     with failing_after_first_write(ignore_tables=ignored) as injection:
         failure = _Failure()
         yield failure

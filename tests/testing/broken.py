@@ -7,6 +7,7 @@ import uuid
 
 from django.core import mail
 from django.db import transaction
+from django.db.models import F
 from rest_framework import permissions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -15,7 +16,7 @@ from idempotency.mixins import IdempotencyMixin
 from inbox.api import consumer, receive
 from tests.testapp import services
 from tests.testapp.downstream import provider
-from tests.testapp.models import Order, Widget
+from tests.testapp.models import Order, Stock, Widget
 from webhooks.handlers import on
 
 
@@ -311,3 +312,18 @@ class ChargesOnCommitThenNotesItView(IdempotencyMixin, APIView):
 
         transaction.on_commit(charge)
         return Response({"id": widget.pk}, status=201)
+
+
+class ReservesOutsideStepsView(IdempotencyMixin, APIView):
+    """Steps mode, but it reserves stock outside any step: steps mode runs
+    the view in no transaction, so a failure after the update keeps it, and
+    the retry, running the view again, reserves once more."""
+
+    idempotency_mode = "steps"
+    idempotency_operation = "broken.reserves-outside-steps"
+
+    def post(self, request):
+        sku = request.data["sku"]
+        Stock.objects.filter(sku=sku).update(reserved=F("reserved") + 1)
+        request.idempotency.step("note", lambda key: sku)
+        return Response({"sku": sku}, status=201)

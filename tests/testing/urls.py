@@ -28,4 +28,5 @@ urlpatterns = [
         broken.ChargesOnCommitThenNotesItView.as_view(),
     ),
     path("broken/mails-outside-steps/", broken.MailsOutsideStepsView.as_view()),
+    path("broken/reserves-outside-steps/", broken.ReservesOutsideStepsView.as_view()),
 ]

@@ -1,6 +1,7 @@
 """The endpoint checks pass on guarded views and name what broken views break."""
 
 import re
+import uuid
 from contextlib import suppress
 from dataclasses import replace
 from datetime import timedelta
@@ -9,13 +10,14 @@ from unittest import mock
 import pytest
 from django.contrib.auth import get_user_model
 from django.core import mail
+from django.db.models import Sum
 from django.test import Client
 
 from idempotency.shared.testing.guarantees import CannotCheck
 from idempotency.testing import endpoints
 from idempotency.testing.endpoints import Endpoint
 from tests.testapp.downstream import provider
-from tests.testapp.models import Widget
+from tests.testapp.models import Stock, Widget
 from tests.testing import sound
 from tests.testing.helpers import broken_message, new_widget, widget_count
 
@@ -644,3 +646,29 @@ FORMS = ["application/x-www-form-urlencoded", "multipart/form-data"]
 @pytest.mark.parametrize("check", endpoints.ENDPOINT_CHECKS, **BY_NAME)
 def test_every_case_holds_for_a_plain_view_reading_a_form(check, content_type):
     check(widgets("/sound/form-widget/", client=logged_in, content_type=content_type))
+
+
+def stock_to_reserve():
+    sku = f"sku-{uuid.uuid4().hex[:12]}"
+    Stock.objects.create(sku=sku, on_hand=5)
+    return {"sku": sku}
+
+
+def reserved():
+    return Stock.objects.aggregate(total=Sum("reserved"))["total"]
+
+
+def test_a_steps_view_writing_outside_its_steps_is_failed_after_its_own_write():
+    """The kit fails the view after its own first write (an UPDATE, which no
+    post_save follows), not after the library's unit claim: there it would
+    prove nothing about the view."""
+    endpoint = Endpoint(
+        url="/broken/reserves-outside-steps/",
+        payload=stock_to_reserve,
+        effects=reserved,
+    )
+
+    message = broken_message(endpoints.check_failed_attempt, endpoint)
+
+    assert 'the view\'s first write (UPDATE "testapp_stock")' in message
+    assert LEFT_ITS_EFFECT.search(message)
