@@ -13,6 +13,7 @@ Either one reports an event sent straight to the broker, past the outbox.
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 from unittest import mock
@@ -34,9 +35,10 @@ from idempotency.shared.testing.crashes import (
 from idempotency.shared.testing.messages import Message, call_with_task_kwargs
 from idempotency.shared.testing.steps import growth
 
+from .. import relay
 from ..conf import DEBEZIUM, outbox_settings
 from ..models import OutboxMessage
-from ..publishers import MESSAGE_ID_HEADER, envelope
+from ..publishers import envelope
 
 PUBLISHED_TWICE = "an event the relay publishes twice reaches its consumer once"
 THROUGH_THE_OUTBOX = "events go through the outbox"
@@ -58,6 +60,8 @@ _LIBRARY_TASKS = frozenset(
     }
 )
 _PUBLISH = inspect.signature(Producer.publish)
+# Set while the outbox relay publishes a batch, in the thread doing it.
+_relaying: ContextVar[bool] = ContextVar("once_relaying", default=False)
 
 
 @dataclass(frozen=True)
@@ -127,28 +131,40 @@ def capture_events() -> Iterator[CapturedEvents]:
 @contextmanager
 def watching_the_broker() -> Iterator[list[BrokerSend]]:
     """Collect what the block hands to a broker through kombu (Celery sends
-    through it too), except the outbox's own deliveries (they carry its
-    message id header) and the library's drains. The messages still go out."""
+    through it too), except the outbox relay's own deliveries (sent while it
+    publishes a batch) and the library's drains. The messages still go out."""
     sent: list[BrokerSend] = []
     publish = Producer.publish
+    publish_batch = relay.publish_batch
 
     def watched(producer, *args, **kwargs):
-        call = _PUBLISH.bind(producer, *args, **kwargs)
-        send = _straight_send(call.arguments)
-        if send is not None:
-            sent.append(send)
+        if not _relaying.get():
+            call = _PUBLISH.bind(producer, *args, **kwargs)
+            send = _straight_send(call.arguments)
+            if send is not None:
+                sent.append(send)
         return publish(producer, *args, **kwargs)
+
+    def relaying(*args, **kwargs):
+        # Known by where it is sent from, not by its message id header,
+        # which any send can carry.
+        token = _relaying.set(True)
+        try:
+            return publish_batch(*args, **kwargs)
+        finally:
+            _relaying.reset(token)
 
     # Producer.publish is where every kombu and Celery send goes through;
     # wrapped for the block only, and it still publishes.
-    with mock.patch.object(Producer, "publish", watched):
+    with (
+        mock.patch.object(Producer, "publish", watched),
+        mock.patch.object(relay, "publish_batch", relaying),
+    ):
         yield sent
 
 
 def _straight_send(arguments: dict) -> BrokerSend | None:
     headers = arguments.get("headers") or {}
-    if MESSAGE_ID_HEADER in headers:
-        return None  # the outbox relay's delivery
     task = headers.get("task")
     if task in _LIBRARY_TASKS:
         return None

@@ -4,6 +4,8 @@ Each is the kind of mistake the outbox kit exists to catch: an event recorded
 after its change committed, or sent straight to the broker.
 """
 
+import uuid
+
 from celery import Celery
 from django.db import transaction
 from django.urls import include, path
@@ -12,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency.mixins import IdempotencyMixin
+from idempotency.shared.headers import MESSAGE_ID_HEADER
 from outbox.api import record
 from tests.testapp.models import Widget
 
@@ -79,6 +82,22 @@ class EventAndTaskOnCommitView(IdempotencyMixin, APIView):
         return Response({"id": widget.pk}, status=201)
 
 
+class TaskWithAMessageIdView(IdempotencyMixin, APIView):
+    """Sends the consumer's task itself, headed with a message id as the
+    relay heads its deliveries, so that the inbox dedupes it: still past the
+    outbox, sent before the change commits."""
+
+    idempotency_operation = "broken.task-with-a-message-id"
+
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data["name"])
+        make_widget.apply_async(
+            kwargs={"event_type": "widget.created", "payload": {"name": widget.name}},
+            headers={MESSAGE_ID_HEADER: str(uuid.uuid4())},
+        )
+        return Response({"id": widget.pk}, status=201)
+
+
 def event_before_its_change(name):
     """Records the event on its own, then makes the change in autocommit: a
     process that dies between the two keeps the event of a change never made."""
@@ -105,4 +124,5 @@ urlpatterns = [
     path("broken/event-on-commit/", EventOnCommitView.as_view()),
     path("broken/task-straight/", TaskStraightToTheBrokerView.as_view()),
     path("broken/event-and-task/", EventAndTaskOnCommitView.as_view()),
+    path("broken/task-with-a-message-id/", TaskWithAMessageIdView.as_view()),
 ]

@@ -10,7 +10,9 @@ from django.db import transaction
 from idempotency.shared.testing.guarantees import CannotCheck
 from idempotency.shared.testing.messages import call_with_task_kwargs, new_message
 from inbox.api import consumer
+from outbox import relay
 from outbox.api import record
+from outbox.publishers.celery import CeleryTaskPublisher
 from outbox.testing.events import (
     capture_events,
     check_published_twice,
@@ -193,19 +195,38 @@ def test_the_producer_check_names_a_task_sent_straight_to_the_broker(api):
 
 
 @BROKEN_URLS
-def test_the_producer_check_names_a_task_sent_beside_a_recorded_event(api):
-    """The event goes through the outbox, another message past it: that one
-    cannot commit with the change (sent on commit, a death before it loses
-    it)."""
+@pytest.mark.parametrize(
+    ("url", "task"),
+    [
+        # Its event goes through the outbox, another message past it: that
+        # one cannot commit with the change (sent on commit, a death before
+        # it loses it).
+        ("/broken/event-and-task/", "kit.tell_the_warehouse"),
+        # A message id header does not make a send the relay's.
+        ("/broken/task-with-a-message-id/", "kit.make_widget"),
+    ],
+)
+def test_the_producer_check_names_every_send_past_the_outbox(api, url, task):
     message = broken_message(
-        check_state_and_event_commit_together,
-        sending(api, "/broken/event-and-task/"),
-        widget_count,
+        check_state_and_event_commit_together, sending(api, url), widget_count
     )
 
     assert message.startswith("Guarantee broken: events go through the outbox.\n")
-    assert "task kit.tell_the_warehouse sent straight to the broker" in message
-    assert "outbox events recorded: ['widget.created']" in message
+    assert f"task {task} sent straight to the broker" in message
+
+
+def test_the_relays_own_deliveries_are_not_sends_past_the_outbox():
+    publisher = CeleryTaskPublisher(
+        tasks={"widget.created": "kit.make_widget"}, app=broken_producers.kit_app
+    )
+    with capture_events() as events:
+        with transaction.atomic():
+            record("widget", 1, "widget.created", {"name": "w-1"})
+        drained = relay.drain(publisher=publisher)
+
+    assert drained.published == 1
+    assert [event.event_type for event in events] == ["widget.created"]
+    assert events.bypassed == []
 
 
 def test_a_kombu_publish_past_the_outbox_is_named():
