@@ -430,11 +430,20 @@ def check_failed_attempt(endpoint: Endpoint) -> None:
         if attempt.failure.where is not None:
             failed_somewhere = True
             attempt.judge(g.FAILED_ATTEMPT)
-    if not failed_somewhere:
-        pytest.skip(
-            "the view wrote nothing for the kit to fail after; give the "
-            "endpoint a fail() context manager"
+    if failed_somewhere:
+        return
+    if endpoint.fail is not None:
+        raise g.CannotCheck(
+            case.name,
+            "the mock fail() patched in was never called: patch the function "
+            "where the view looks it up (mock.patch names the module that uses "
+            "it, not the one defining it)",
+            precondition="fail() to make the view fail",
         )
+    pytest.skip(
+        "the view wrote nothing for the kit to fail after; give the "
+        "endpoint a fail() context manager"
+    )
 
 
 def check_failure_at_completion(endpoint: Endpoint) -> None:
@@ -1065,8 +1074,13 @@ def _failing_under(fail: Callable[[], AbstractContextManager]) -> Iterator[_Fail
         raise TypeError(
             f"fail() returned {manager!r}, not a context manager: {_FAIL_EXAMPLE}"
         )
-    with manager:
-        yield _Failure("the endpoint's fail()")
+    failure = _Failure("the endpoint's fail()")
+    with manager as patched:
+        yield failure
+    if isinstance(patched, mock.NonCallableMock) and not patched.called:
+        # A patch the view never reached (patched where the view does not
+        # look it up): nothing failed, whatever the view answered.
+        failure.where = None
 
 
 @contextmanager

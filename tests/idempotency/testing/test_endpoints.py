@@ -672,3 +672,16 @@ def test_a_steps_view_writing_outside_its_steps_is_failed_after_its_own_write():
 
     assert 'the view\'s first write (UPDATE "testapp_stock")' in message
     assert LEFT_ITS_EFFECT.search(message)
+
+
+def test_a_fail_the_view_never_reaches_is_not_taken_for_a_swallowed_failure():
+    """fail() patches what the widget view never calls (a patch made where
+    the view does not look the function up): nothing failed, so the sound
+    view is not said to have caught a failure."""
+    endpoint = widgets(fail=notify_fails)
+
+    with pytest.raises(CannotCheck) as refused:
+        endpoints.check_failed_attempt(endpoint)
+
+    assert "it needs fail() to make the view fail" in str(refused.value)
+    assert "the mock fail() patched in was never called" in str(refused.value)
