@@ -525,6 +525,9 @@ def _failed_attempt(case: _Case, failing) -> _FailedAttempt:
     """Measure one request's effect, then send a new one under ``failing``."""
     client = case.client()
     delta = case.one_effect(client)
+    # An intent of its own, and its retry's: the case may fail the view twice,
+    # and a detail route acts on its object once.
+    case.url, case.payload = case.new_intent()
     key = case.key()
     before = case.effects()
     error = None

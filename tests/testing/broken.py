@@ -9,6 +9,7 @@ from django.core import mail
 from django.db import transaction
 from django.db.models import F
 from rest_framework import permissions, serializers
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -17,6 +18,7 @@ from inbox.api import consumer, receive
 from tests.testapp import services
 from tests.testapp.downstream import provider
 from tests.testapp.models import Order, Stock, Widget
+from tests.testing.sound import SHIPPED
 from webhooks.handlers import on
 
 
@@ -327,3 +329,22 @@ class ReservesOutsideStepsView(IdempotencyMixin, APIView):
         Stock.objects.filter(sku=sku).update(reserved=F("reserved") + 1)
         request.idempotency.step("note", lambda key: sku)
         return Response({"sku": sku}, status=201)
+
+
+class ShipsSwallowingFailuresView(IdempotencyMixin, APIView):
+    """The sound ``ShipWidgetView``, but it catches every exception after
+    shipping and answers 202: a failure is stored as a success."""
+
+    idempotency_operation = "broken.ships-swallowing-failures"
+
+    def post(self, request, pk):
+        widget = Widget.objects.select_for_update().get(pk=pk)
+        if widget.name.startswith(SHIPPED):
+            raise ValidationError({"widget": "already shipped"})
+        try:
+            widget.name = SHIPPED + widget.name
+            widget.save(update_fields=["name"])
+            notify(widget)
+        except Exception:
+            return Response({"status": "accepted"}, status=202)
+        return Response({"id": widget.pk, "shipped": True})

@@ -10,6 +10,7 @@ urlpatterns = [
     *testapp_urls,
     path("sound/widgets/<int:pk>/ship/", sound.ShipWidgetView.as_view()),
     path("sound/form-widget/", sound.form_widget),
+    path("broken/widgets/<int:pk>/ship/", broken.ShipsSwallowingFailuresView.as_view()),
     path("broken/unguarded/", broken.UnguardedView.as_view()),
     path("broken/check-then-act/", broken.CheckThenActView.as_view()),
     path("broken/five-hundred/", broken.FiveHundredView.as_view()),

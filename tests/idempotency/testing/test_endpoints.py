@@ -631,6 +631,23 @@ def test_every_case_holds_for_a_detail_route_acting_once_on_its_object(check):
     check(Endpoint(url=widget_to_ship, payload={}, effects=sound.shipped_count))
 
 
+def test_a_detail_route_swallowing_the_failure_is_failed_on_an_object_of_its_own():
+    """The kit fails the view twice, the second time where its own except
+    gets the failure: each on an object not shipped yet, or the second would
+    only be refused ("already shipped") and prove nothing."""
+
+    def widget_to_ship_badly():
+        return widget_to_ship().replace("/sound/", "/broken/")
+
+    endpoint = Endpoint(
+        url=widget_to_ship_badly, payload={}, effects=sound.shipped_count
+    )
+
+    message = broken_message(endpoints.check_failed_attempt, endpoint)
+
+    assert "it caught the failure and answered a success" in message
+
+
 def test_a_late_retry_the_view_refuses_itself_passes_the_expiry_case():
     """Past the TTL the key is forgotten and the late retry reaches the view,
     which refuses to ship a shipped widget: nothing ran twice."""
