@@ -217,6 +217,25 @@ def test_a_claim_leases_its_messages_until_the_lease_lapses(clock, make_messages
     assert [m.attempts for m in again] == [2, 2, 2]
 
 
+def test_a_claimed_message_holds_its_row_as_the_claim_left_it(clock, make_messages):
+    # The claim does not read back the lease it set: every field must still
+    # equal the row's, none deferred to a query of its own.
+    make_messages(3)
+    before = clock.now()
+    batch = relay.claim(10)
+    lease = (before + timedelta(seconds=60), clock.now() + timedelta(seconds=60))
+    rows = {row.pk: row for row in OutboxMessage.objects.all()}
+
+    with CaptureQueriesContext(connections["default"]) as queries:
+        for message in batch:
+            assert message.get_deferred_fields() == set()
+            for field in OutboxMessage._meta.concrete_fields:
+                value = getattr(message, field.attname)
+                assert value == getattr(rows[message.pk], field.attname), field.name
+            assert lease[0] <= message.locked_until <= lease[1]
+    assert len(queries) == 0
+
+
 def test_a_relay_whose_lease_lapsed_cannot_overwrite_the_newer_claim(
     clock, make_messages
 ):
