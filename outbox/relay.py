@@ -236,6 +236,8 @@ def _refusals(publisher, refused, batch) -> dict:
             f"{name} returned {type(refused).__name__}, not a mapping of the "
             "refused message ids."
         )
+    if not refused:
+        return {}  # the usual answer: no message's id to read
     # A message id as a UUID, or as the text the headers carry.
     ids = {
         key: message.id for message in batch for key in (message.id, str(message.id))
