@@ -6,7 +6,6 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from amqp import serialization
 from celery import current_app
 from kombu import Connection, Exchange, Queue
 from kombu.transport import virtual
@@ -15,10 +14,6 @@ from ..exceptions import OutboxConfigurationError, PublishError
 from .base import BasePublisher, envelope, timeout_seconds
 
 AMQP_SCHEMES = frozenset({"amqp", "amqps", "pyamqp"})
-# A message's AMQP properties travel in one frame, its headers among them:
-# what the frame holds besides the headers table (its own fields, the message
-# id, content type and encoding, delivery mode) takes well under this.
-HEADER_FRAME_ALLOWANCE = 1024
 
 
 class KombuPublisher(BasePublisher):
@@ -209,18 +204,8 @@ class KombuPublisher(BasePublisher):
                 refused.setdefault(message.id, error)
         return refused
 
-    def _send(self, producer, message, *, frame_max=None):
+    def _send(self, producer, message):
         body, headers = envelope(message)
-        if frame_max is not None:
-            # RabbitMQ closes the connection on a header frame over its frame
-            # size (FRAME_ERROR), failing every message sent with this one.
-            size = len(serialization.dumps("F", (headers,)))
-            if size + HEADER_FRAME_ALLOWANCE > frame_max:
-                raise PublishError(
-                    f"AMQP cannot encode {message.id}: its headers take {size} "
-                    f"bytes, and they must fit one frame of {frame_max} with "
-                    "the other properties."
-                )
         producer.publish(
             body,
             exchange=self.exchange,
@@ -240,14 +225,25 @@ class KombuPublisher(BasePublisher):
         # Listening from the first publish: py-amqp may read acks while it
         # sends the next message.
         with _Confirms(producer.channel) as confirms:
-            with _coalesced_writes(self.connection.connection.transport):
+            amqp_connection = self.connection.connection
+            with _CoalescedWrites(
+                amqp_connection.transport,
                 # py-amqp's, as negotiated with the broker (none elsewhere).
-                frame_max = getattr(self.connection.connection, "frame_max", None)
+                getattr(amqp_connection, "frame_max", None),
+            ) as writes:
                 for message in messages:
+                    writes.next_message()
                     try:
-                        self._send(producer, message, frame_max=frame_max)
-                    except PublishError as exc:
-                        refused[message.id] = exc  # refused before it was sent
+                        self._send(producer, message)
+                    except _FrameTooLarge as exc:
+                        # RabbitMQ would close the connection (FRAME_ERROR),
+                        # failing every message sent with this one.
+                        refused[message.id] = PublishError(
+                            f"AMQP cannot encode {message.id}: its properties "
+                            f"take a frame of {exc.size} bytes, over the "
+                            f"{exc.frame_max} the broker allows (its headers "
+                            "must fit one frame with the other properties)."
+                        )
                         continue
                     except struct.error as exc:
                         # py-amqp packs a message's fields before it writes a
@@ -267,7 +263,7 @@ class KombuPublisher(BasePublisher):
                 refused[sent[tag].id] = PublishError(
                     f"The broker nacked {sent[tag].id}: it did not take it."
                 )
-        for message in messages:
+        for message in messages if self._returned else ():
             returned = self._returned.pop(str(message.id), None)
             if returned is not None:
                 refused[message.id] = PublishError(
@@ -408,31 +404,60 @@ def _bindings_read(channel, exchange: str, table):
 WRITE_CHUNK = 64 * 1024
 
 
-@contextlib.contextmanager
-def _coalesced_writes(transport):
+class _FrameTooLarge(Exception):
+    def __init__(self, size: int, frame_max: int):
+        super().__init__(size, frame_max)
+        self.size = size
+        self.frame_max = frame_max
+
+
+class _CoalescedWrites:
     """Send the frames py-amqp writes through ``transport`` in chunks of
     WRITE_CHUNK bytes. py-amqp sends each frame with its own ``sendall``:
     a system call per message, the largest cost of a confirmed batch after
     encoding (docs/benchmarks.md, "Outbox relay"). Its frame writer calls
     ``transport._write``, which is swapped for the chunk's buffer here and
     put back on the way out; what is buffered when the batch fails is
-    dropped, and the publisher reconnects."""
-    write = transport._write
-    pending = bytearray()
+    dropped, and the publisher reconnects.
 
-    def buffer(frame):
-        pending.extend(frame)  # a copy: py-amqp reuses the frame's memory
-        if len(pending) >= WRITE_CHUNK:
-            write(pending)
-            pending.clear()
+    A frame over ``frame_max`` (a message's properties, its headers among
+    them, travel in one frame) fails its message with _FrameTooLarge before
+    it is buffered, and the message's frames buffered before it (its method
+    frame) are dropped with it: the broker never sees it. Checked here on the
+    frame py-amqp encoded, it costs nothing per message, where encoding the
+    headers a second time to measure them took a twentieth of the relay's
+    CPU (4 of 80 microseconds a message, measured side by side on the relay
+    bench's backlog; docs/benchmarks.md, "Outbox relay")."""
 
-    transport._write = buffer
-    try:
-        yield
-        if pending:
-            write(pending)
-    finally:
-        if "_write" in type(transport).__dict__:
-            del transport._write  # the class's method again (SSL)
+    def __init__(self, transport, frame_max: int | None):
+        self.transport = transport
+        self.frame_max = frame_max
+        self.write = transport._write
+        self.pending = bytearray()
+        self.message_start = 0  # where the message being sent begins
+
+    def __enter__(self):
+        self.transport._write = self._buffer
+        return self
+
+    def __exit__(self, exc_type, *exc_info):
+        if "_write" in type(self.transport).__dict__:
+            del self.transport._write  # the class's method again (SSL)
         else:
-            transport._write = write  # the socket's sendall (TCP)
+            self.transport._write = self.write  # the socket's sendall (TCP)
+        if exc_type is None and self.pending:
+            self.write(self.pending)
+
+    def next_message(self):
+        """Called before each message: what waits is written out here, between
+        messages, so a message's frames are all sent or all dropped."""
+        if len(self.pending) >= WRITE_CHUNK:
+            self.write(self.pending)
+            self.pending.clear()
+        self.message_start = len(self.pending)
+
+    def _buffer(self, frame):
+        if self.frame_max and len(frame) > self.frame_max:
+            del self.pending[self.message_start :]
+            raise _FrameTooLarge(len(frame), self.frame_max)
+        self.pending.extend(frame)  # a copy: py-amqp reuses the frame's memory

@@ -410,6 +410,50 @@ class TestKombuPublisherOnRabbitMQ(KombuContract):
         [got] = self.receive(1)
         assert got["headers"]["once-headers"]["note"] == "x" * 129_000
 
+    def test_the_largest_headers_one_frame_holds_are_published(self):
+        # The frame is checked as py-amqp encoded it: bisect the note's length
+        # to where the publisher starts refusing; one character less, the
+        # broker takes the message and the connection stays open.
+        def refused(length):
+            message = make_message()
+            message.headers = {**message.headers, "note": "x" * length}
+            with self.make_publisher() as publisher:
+                return message.id in publisher.publish_many([message])
+
+        fits, over = 100_000, 140_000
+        assert not refused(fits) and refused(over)
+        while over - fits > 1:
+            middle = (fits + over) // 2
+            fits, over = (middle, over) if not refused(middle) else (fits, middle)
+        with Connection(self.url) as conn:
+            self.queue(conn.channel()).purge()  # what the bisection published
+
+        message = make_message()
+        message.headers = {**message.headers, "note": "x" * fits}
+        with self.make_publisher() as publisher:
+            assert publisher.publish_many([message]) == {}
+            assert publisher.publish_many([make_message()]) == {}
+        got = self.receive(2)
+        assert got[0]["headers"]["once-headers"]["note"] == "x" * fits
+
+    def test_headers_over_a_frame_fail_alone_in_a_batch_sent_in_many_writes(self):
+        # Frames of 64 KiB and more on each side of it: the batch goes out in
+        # several socket writes, none of which may carry a part of it.
+        before = [make_message(payload={"note": "x" * 2_000}) for _ in range(60)]
+        after = [make_message(payload={"note": "x" * 2_000}) for _ in range(60)]
+        bad = make_message()
+        bad.headers = {**bad.headers, "note": "x" * 200_000}
+        with self.make_publisher() as publisher:
+            refused = publisher.publish_many([*before, bad, *after])
+            assert publisher.publish_many([make_message()]) == {}
+
+        assert list(refused) == [bad.id]
+        assert "AMQP cannot encode" in str(refused[bad.id])
+        got = self.receive(121)
+        assert [g["message_id"] for g in got[:120]] == [
+            str(m.id) for m in [*before, *after]
+        ]
+
     def test_a_lost_connection_still_fails_the_whole_batch(self):
         bad = make_message(aggregatetype="é" * 200)
         messages = [make_message(), bad, make_message()]
