@@ -72,6 +72,9 @@ NOT_A_SHARED_SERVER = {
     "amqp://guest:guest@127.0.0.1:1//",
     "redis://127.0.0.1:1/11",
     "redis://127.0.0.1:{self.port}/0",
+    # tests/idempotency/shared/test_kicks.py: a port held bound, nothing on it
+    "redis://127.0.0.1:{}/0",
+    "amqp://127.0.0.1:{}//",
 }
 
 

@@ -18,7 +18,12 @@ def refused_port():
         yield sock.getsockname()[1]
 
 
-@pytest.mark.parametrize("scheme", ["redis://127.0.0.1:{}/0", "amqp://127.0.0.1:{}//"])
+# Addresses of nothing: tests/test_standalone.py knows them.
+REFUSING_REDIS = "redis://127.0.0.1:{}/0"
+REFUSING_AMQP = "amqp://127.0.0.1:{}//"
+
+
+@pytest.mark.parametrize("scheme", [REFUSING_REDIS, REFUSING_AMQP])
 def test_a_kick_fails_at_once_when_the_broker_refuses(refused_port, scheme):
     # Every keyed request recording an event, and every webhook delivery,
     # sends a kick after its commit: kombu's first connection retries for
@@ -42,7 +47,7 @@ def test_a_kick_fails_at_once_when_the_broker_refuses(refused_port, scheme):
 
 
 def test_an_eager_kick_runs_the_task_without_a_broker(refused_port):
-    app = Celery("eager", broker=f"redis://127.0.0.1:{refused_port}/0")
+    app = Celery("eager", broker=REFUSING_REDIS.format(refused_port))
     app.conf.task_always_eager = True
     ran = []
 
