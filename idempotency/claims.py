@@ -342,7 +342,8 @@ def _scope_of(request, policy) -> str:
     None means an anonymous client. Anything else but a non-empty name (of at
     most 255 characters, the column's size) is a resolver bug: an empty or
     "anonymous" scope would share every such client's keys, and their stored
-    answers, so the request is refused before anything runs.
+    answers, so the request is refused before anything runs. So is a scope
+    holding the unit separator (``\\x1f``), which units cannot keep apart.
     """
     scope = policy.scope(request)
     if scope is None:
@@ -360,6 +361,15 @@ def _scope_of(request, policy) -> str:
             f"The scope resolver returned {scope!r} for {policy.operation!r}: "
             f"return a non-empty name of at most {max_length} characters, or "
             f"None for an anonymous client ({ANONYMOUS!r} is reserved for them)."
+        )
+    if units.SEPARATOR in scope:
+        # The scope leads the unit's parts: holding the separator, it would
+        # run into the operation's, and one unit (its recovery points, its
+        # derived keys) could serve two scopes, or an inbox delivery.
+        raise IdempotencyConfigurationError(
+            f"The scope resolver returned {scope!r} for {policy.operation!r}: "
+            "a scope cannot hold the unit separator (\\x1f); return a name "
+            "without it (a digest of the principal's id, say)."
         )
     return scope
 

@@ -65,8 +65,11 @@ class Unit:
                 f"A step's name cannot hold the unit separator (\\x1f): {step!r}."
             )
         # Keys hash (scope, operation, key, step) as 0.1 did, so keys derived
-        # before units existed stay the same; the other kinds name themselves.
-        prefix = self.parts if self.kind == KEYS else (self.kind, *self.parts)
+        # before units existed stay the same. The other kinds lead with an
+        # empty part, then their kind: a scope is never empty and never holds
+        # the separator, so no keyed request (a tenant named "inbox", say)
+        # shares another kind's unit, its recovery points or derived keys.
+        prefix = self.parts if self.kind == KEYS else ("", self.kind, *self.parts)
         return _digest((*prefix, step))
 
     # Cached: signals, logs, spans and steps all ask for it on the request's

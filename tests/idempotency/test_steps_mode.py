@@ -11,6 +11,7 @@ from idempotency.exceptions import IdempotencyConfigurationError
 from idempotency.models import IdempotencyRecord
 from idempotency.shared.steps.models import StepRecord, UnitRecord
 from idempotency.shared.units import KEYS, Unit
+from inbox.api import receive_steps
 from tests.conftest import ApiClient, run_concurrently
 from tests.testapp import steps_views, views
 from tests.testapp.downstream import provider
@@ -396,3 +397,67 @@ def test_a_request_refused_as_invalid_before_any_step_leaves_no_stuck_unit(
 
     # The corrected retry under the key runs as new.
     assert api.post(URL, {"amount": 500}, key="k").status_code == 201
+
+
+# A tenant's slug from a custom SCOPE_RESOLVER.
+tenant = {"slug": "inbox"}
+
+
+def tenant_scope(request):
+    return tenant["slug"]
+
+
+@pytest.fixture
+def scoped_inbox(settings):
+    # A keyed request in scope "inbox" names the same parts as the inbox's
+    # delivery of message "k" to a subscriber named after its operation.
+    settings.IDEMPOTENCY = {"SCOPE_RESOLVER": f"{__name__}.tenant_scope"}
+
+
+def test_a_scope_named_inbox_never_resumes_an_inbox_deliverys_steps(
+    api, scoped_inbox, clock
+):
+    with pytest.raises(RuntimeError), receive_steps("payment.create", "k") as d:
+        d.step("charge", lambda key: "ch_of_the_delivery")
+        raise RuntimeError("the consumer failed after its charge")
+    clock.advance(hours=1)  # the delivery's lease lapsed: a retry would resume
+
+    response = api.post(URL, {"amount": 500}, key="k")
+
+    assert response.status_code == 201
+    assert provider.calls == 1  # its own charge, not the delivery's
+    assert json.loads(response.content)["charge"] != "ch_of_the_delivery"
+    assert UnitRecord.objects.count() == 2
+    # Nor did it start the delivery's unit over: its retry resumes its charge.
+    clock.advance(hours=1)
+    with receive_steps("payment.create", "k") as retry:
+        assert retry.step("charge", lambda key: "ch_again") == "ch_of_the_delivery"
+
+
+def test_an_inbox_delivery_never_resumes_the_steps_of_a_scope_named_inbox(
+    api, scoped_inbox
+):
+    assert api.post(URL, {"amount": 500}, key="k").status_code == 201
+    charged = []
+
+    with receive_steps("payment.create", "k") as delivery:
+        assert not delivery.duplicate
+        delivery.step("charge", lambda key: charged.append(key) or "ch_2")
+
+    assert len(charged) == 1  # its own charge, not the request's
+    assert UnitRecord.objects.count() == 2
+
+
+@pytest.mark.parametrize("scope", ["tenant\x1f1", "\x1finbox"])
+def test_a_scope_holding_the_unit_separator_is_refused_before_anything_runs(
+    api, scoped_inbox, monkeypatch, scope
+):
+    # Its parts would run into the operation's: one unit for two scopes, or
+    # for a scope and another kind's unit.
+    monkeypatch.setitem(tenant, "slug", scope)
+
+    with pytest.raises(IdempotencyConfigurationError, match="separator"):
+        api.post(URL, {"amount": 500}, key="k")
+    assert not IdempotencyRecord.objects.exists()
+    assert not UnitRecord.objects.exists()
+    assert provider.calls == 0

@@ -118,3 +118,14 @@ def test_an_async_view_runs_as_its_request_and_its_events_carry_the_intent(user)
     (run,) = unit_views.runs
     assert run["current"] == run["unit"]
     assert run["event_intent"] == run["unit"].intent
+
+
+@pytest.mark.parametrize("kind", [units.INBOX, units.WEBHOOKS])
+def test_a_keyed_request_scoped_by_another_kinds_name_is_never_its_unit(kind):
+    # A SCOPE_RESOLVER returning a tenant's slug, "inbox" or "webhooks".
+    keyed = claim(scope=kind, operation="stock", key="m1").unit
+    other = units.Unit(kind, ("stock", "m1"))
+
+    assert keyed.identity != other.identity
+    assert keyed.derive("charge") != other.derive("charge")
+    assert keyed.intent != other.intent
