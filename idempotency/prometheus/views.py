@@ -1,10 +1,14 @@
 """The /metrics view."""
 
+from django.db import transaction
 from django.http import Http404, HttpResponse
 
 from ..shared.conf import shared_settings
 
 
+# It only reads, each gauge on its own: in ATOMIC_REQUESTS's transaction, the
+# first gauge query to fail would abort it, and every later gauge with it.
+@transaction.non_atomic_requests
 def metrics_view(request):
     """Every metric, in the text format the scraper asks for (Prometheus's
     or OpenMetrics); 404 while IDEMPOTENCY["METRICS"] is off."""

@@ -102,3 +102,37 @@ def test_a_database_outage_never_breaks_a_registry_the_project_serves():
         scraped = samples(generate_latest(registry).decode())
 
     assert value(scraped, "project_requests_total") == 1
+
+
+def fail_the_first_query():
+    """A wrapper whose first query fails in the database itself (a
+    statement timeout, say): PostgreSQL aborts the transaction it ran in."""
+    failed = []
+
+    def wrapper(execute, sql, params, many, context):
+        if not failed:
+            failed.append(sql)
+            return execute("SELECT 1 / 0", None, many, context)
+        return execute(sql, params, many, context)
+
+    return wrapper
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_one_failing_gauge_leaves_the_others_scraped_under_atomic_requests(
+    client, monkeypatch, caplog
+):
+    # In the request's transaction, every gauge read after the failed query
+    # would meet "current transaction is aborted" and be left out too.
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
+    seed()
+
+    with connection.execute_wrapper(fail_the_first_query()):
+        scraped = scrape(client)
+
+    assert caplog.text.count("Could not read the gauges") == 1
+    assert value(scraped, "once_outbox_dead") == 1
+    assert value(scraped, "once_inbox_dead_messages") == 2
+    assert value(scraped, "once_webhooks_receipts_failed", source="github") == 1
