@@ -43,11 +43,13 @@ def machine() -> str:
     import platform
 
     import django
-    from django.db import connection
 
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW server_version")
-        postgres = cursor.fetchone()[0].split()[0]
+    from bench import database
+
+    # The server's maintenance database: a part run alone (relay, say) may
+    # never have created the default one.
+    with database.server() as connection:
+        postgres = connection.execute("SHOW server_version").fetchone()[0].split()[0]
     return (
         f"{os.cpu_count()} cores, Python {platform.python_version()}, "
         f"Django {django.get_version()}, PostgreSQL {postgres}"

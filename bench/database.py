@@ -6,17 +6,23 @@ from django.core.management import call_command
 from django.db import connections
 
 
+def server(alias="default"):
+    """A connection to the PostgreSQL server of ``alias``, on its maintenance
+    database: it exists before any benchmark database does."""
+    config = settings.DATABASES[alias]
+    return psycopg.connect(
+        host=config.get("HOST") or "127.0.0.1",
+        port=config.get("PORT") or 5432,
+        user=config.get("USER") or "postgres",
+        dbname="postgres",
+        autocommit=True,
+    )
+
+
 def prepare(alias="default"):
     config = settings.DATABASES[alias]
     if config["ENGINE"].endswith("postgresql"):
-        params = {
-            "host": config.get("HOST") or "127.0.0.1",
-            "port": config.get("PORT") or 5432,
-            "user": config.get("USER") or "postgres",
-            "dbname": "postgres",
-            "autocommit": True,
-        }
-        with psycopg.connect(**params) as connection:
+        with server(alias) as connection:
             exists = connection.execute(
                 "SELECT 1 FROM pg_database WHERE datname = %s", [config["NAME"]]
             ).fetchone()
