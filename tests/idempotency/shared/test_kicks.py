@@ -29,9 +29,9 @@ def test_a_kick_fails_at_once_when_the_broker_refuses(refused_port, scheme):
     # sends a kick after its commit: kombu's first connection retries for
     # broker_connection_timeout and more (6 s with Celery's defaults), which
     # each such request would wait through during a broker outage.
-    app = Celery("down", broker=scheme.format(refused_port))
+    app = Celery("down", broker=scheme.format(refused_port), set_as_current=False)
 
-    @app.task(name="down.drain")
+    @app.task(name="down.drain", shared=False)
     def drain():
         pass
 
@@ -47,11 +47,13 @@ def test_a_kick_fails_at_once_when_the_broker_refuses(refused_port, scheme):
 
 
 def test_an_eager_kick_runs_the_task_without_a_broker(refused_port):
-    app = Celery("eager", broker=REFUSING_REDIS.format(refused_port))
+    app = Celery(
+        "eager", broker=REFUSING_REDIS.format(refused_port), set_as_current=False
+    )
     app.conf.task_always_eager = True
     ran = []
 
-    @app.task(name="eager.drain")
+    @app.task(name="eager.drain", shared=False)
     def drain():
         ran.append(True)
 
