@@ -14,7 +14,9 @@ from .conf import NEVER_REPLAYED, idempotency_settings
 from .exceptions import AnswerNotKept, AnswerNotShared
 
 REPLAYED_HEADER = "Idempotent-Replayed"
-ALWAYS_REPLAYED = ("Content-Type", "Location")
+# Content-Encoding says how to read the stored bytes (a view's own gzip_page
+# compressed them): without it a replay is unreadable.
+ALWAYS_REPLAYED = ("Content-Type", "Content-Encoding", "Location")
 
 _NOT_STORABLE = frozenset({408, 409, 425, 429})
 logger = logging.getLogger("idempotency")

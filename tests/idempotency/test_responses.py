@@ -5,6 +5,7 @@ answer that is not stored keeps its work, the key completes without it, and
 a retry is told so instead of running the work again.
 """
 
+import gzip
 import json
 import re
 
@@ -226,6 +227,24 @@ def test_a_cookie_bound_answer_replays_only_to_its_own_session(user, path):
     # Only a digest of the session cookie is stored, never the cookie.
     assert first_session.session.session_key not in record.session_digest
     assert Widget.objects.count() == 1
+
+
+def test_a_compressed_answer_replays_with_its_content_encoding(user, client):
+    """The stored bytes are the view's gzip (a gzip_page below @idempotent):
+    replayed without Content-Encoding, the client would read them as JSON."""
+    client.force_login(user)
+    kwargs = {
+        "content_type": "application/json",
+        "headers": {"Idempotency-Key": "k", "Accept-Encoding": "gzip"},
+    }
+    first = client.post("/t/gzip/", '{"name": "a"}', **kwargs)
+    retry = client.post("/t/gzip/", '{"name": "a"}', **kwargs)
+
+    assert first["Content-Encoding"] == "gzip"
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry.content == first.content
+    assert retry.get("Content-Encoding") == "gzip"
+    assert json.loads(gzip.decompress(retry.content))["id"] == Widget.objects.get().pk
 
 
 def test_a_cookie_bound_answer_without_a_session_is_not_kept(api):

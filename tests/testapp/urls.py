@@ -51,6 +51,7 @@ urlpatterns = [
     path("t/stream/", views.streaming_view),
     path("t/file/", views.file_view),
     path("t/vary-cookie/", views.vary_cookie_view),
+    path("t/gzip/", views.gzip_view),
     path("t/async/", views.async_view),
     path("t/async-handler/", views.AsyncHandlerView.as_view()),
 ]

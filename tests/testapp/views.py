@@ -17,6 +17,7 @@ from django.utils.decorators import method_decorator
 from django.utils.timezone import now
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
+from django.views.decorators.gzip import gzip_page
 from django.views.decorators.vary import vary_on_cookie
 from rest_framework import permissions, serializers, status, throttling, viewsets
 from rest_framework.decorators import (
@@ -424,6 +425,15 @@ def streaming_view(request):
 def file_view(request):
     widget = _create_widget(request)
     return FileResponse(io.BytesIO(b"receipt %d" % widget.pk), filename="r.txt")
+
+
+@csrf_exempt
+@idempotent("widget.gzip")
+@gzip_page
+def gzip_view(request):
+    # Long enough for gzip_page to compress it (200 bytes or more).
+    widget = _create_widget(request)
+    return JsonResponse({"id": widget.pk, "note": "x" * 300}, status=201)
 
 
 @csrf_exempt
