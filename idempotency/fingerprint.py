@@ -244,15 +244,23 @@ def _canonical_multipart(request) -> bytes:
 
 
 def _canonical_form(fields, files) -> bytes:
-    fields = sorted(fields.lists())
+    fields = sorted(_lists(fields))
     # By field name only: a field's files keep the order they were sent in,
     # since request.FILES[name] is the last of them.
     files = [
         (name, upload.name, _file_digest(upload))
-        for name, uploads in sorted(files.lists(), key=itemgetter(0))
+        for name, uploads in sorted(_lists(files), key=itemgetter(0))
         for upload in uploads
     ]
     return json.dumps([fields, files], separators=(",", ":")).encode()
+
+
+def _lists(mapping):
+    # A parser other than DRF's MultiPartParser may take a multipart body
+    # (FileUploadParser takes any media type) and answer plain dicts.
+    if hasattr(mapping, "lists"):
+        return mapping.lists()
+    return [(name, [value]) for name, value in mapping.items()]
 
 
 def _file_digest(upload) -> str:

@@ -5,6 +5,8 @@ import json
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 
 from idempotency.models import IdempotencyRecord
 from tests.testapp import views
@@ -336,6 +338,27 @@ def test_a_keyed_raw_upload_is_streamed_not_held_in_memory(api, settings, conten
     assert first.status_code == 201
     assert first.json()["size"] == len(five_mb)
     assert first.json()["sha256"] == hashlib.sha256(five_mb).hexdigest()
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry.content == first.content
+    assert other.status_code == 422
+    assert Widget.objects.count() == 1
+
+
+def test_a_multipart_body_sent_to_a_raw_upload_view_is_fingerprinted(api):
+    """FileUploadParser takes any media type, multipart too (curl -F), and
+    answers plain dicts where MultiPartParser answers QueryDicts: the
+    fingerprint read them as QueryDicts and answered 500."""
+
+    def send(content):
+        upload = SimpleUploadedFile("scan.bin", content)
+        body = encode_multipart(BOUNDARY, {"file": upload})
+        return _raw_upload(api, body, content_type=MULTIPART_CONTENT)
+
+    first = send(b"scan")
+    retry = send(b"scan")
+    other = send(b"another scan")
+
+    assert first.status_code == 201
     assert retry["Idempotent-Replayed"] == "true"
     assert retry.content == first.content
     assert other.status_code == 422
