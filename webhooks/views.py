@@ -124,9 +124,12 @@ class WebhookView(View):
         return _answer(200, delivery, existing.state, duplicate=True)
 
     def count(self, config, reason):
-        WebhookRejection.objects.count_one(
-            source=config.name, reason=reason, now=clock.now()
+        # A write: on the database for writes, as the receipt's (a plain
+        # manager would send it where the router sends reads, a replica).
+        rejections = WebhookRejection.objects.db_manager(
+            router.db_for_write(WebhookRejection)
         )
+        rejections.count_one(source=config.name, reason=reason, now=clock.now())
 
     def enqueue(self, pk, using):
         """Hand the receipt to processing once its row is committed."""

@@ -247,6 +247,32 @@ def test_a_bad_signature_is_401_stores_nothing_and_is_counted(clock):
     assert rejection.day == clock.now().date()
 
 
+class ReadReplicaRouter:
+    """Reads from a replica (not configured here: a read that reaches it
+    fails), writes to the primary."""
+
+    def db_for_read(self, model, **hints):
+        return "replica"
+
+    def db_for_write(self, model, **hints):
+        return "default"
+
+
+def test_rejections_are_counted_on_the_database_for_writes(settings):
+    settings.DATABASE_ROUTERS = [f"{__name__}.ReadReplicaRouter"]
+    body = signing.event_body()
+    forged = post("/webhooks/github/", body, signing.github_headers(body, "wrong"))
+    post("/webhooks/github/", body, signing.github_headers(body, delivery_id="a"))
+    replayed = post(
+        "/webhooks/github/", body, signing.github_headers(body, delivery_id="b")
+    )
+
+    # Not a 500: the count is an INSERT, never sent where reads go.
+    assert (forged.status_code, replayed.status_code) == (401, 200)
+    counts = WebhookRejection.objects.using("default").values_list("reason", "count")
+    assert sorted(counts) == [("bad-signature", 1), ("replayed-body", 1)]
+
+
 def test_rejections_are_counted_per_source_reason_and_day(clock):
     post("/webhooks/github/", b"{}", {})
     clock.advance(days=1)
