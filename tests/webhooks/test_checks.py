@@ -122,6 +122,18 @@ def test_e018_retention_shorter_than_the_providers_retries(settings, config):
     assert ids(settings, {}, RETENTION=3600) == []
 
 
+def test_e018_standard_webhooks_retention_outlasts_the_specs_retry_schedule(
+    settings,
+):
+    # The spec's recommended schedule retries for 75 h 35 min 5 s: a receipt
+    # purged after three days lets its last retry run the handlers again.
+    source = {"VERIFIER": "standard", "SECRETS": [signing.STANDARD_SECRET]}
+    schedule = timedelta(hours=75, minutes=35, seconds=5)
+    assert ids(settings, {"x": source}, RETENTION=3 * DAY) == ["webhooks.E018"]
+    assert ids(settings, {"x": source}, RETENTION=schedule) == ["webhooks.E018"]
+    assert ids(settings, {"x": source}, RETENTION=4 * DAY) == []
+
+
 @pytest.mark.parametrize(
     "config",
     [

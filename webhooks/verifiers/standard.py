@@ -4,6 +4,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+from datetime import timedelta
 
 from .base import (
     BAD_SIGNATURE,
@@ -25,6 +26,9 @@ class StandardWebhooksVerifier(BaseVerifier):
     signs_delivery_id = True
     # webhook-timestamp is signed too.
     signs_time = True
+    # The retry schedule the spec recommends (providers differ) spans
+    # 75 h 35 min 5 s: longer than three days. Rounded up to whole minutes.
+    retry_horizon = timedelta(hours=75, minutes=36)
     carries_event_time = True
 
     def __init__(self, **kwargs):
