@@ -12,6 +12,9 @@ rule:
   at most one interval for its kick, and a busy process sends one relay task
   per interval however many events it records.
 
+Both are per database: an event recorded on another alias than the router's
+(``record(..., using=...)``) kicks a relay that drains that alias.
+
 Beat's ``outbox.relay`` entry still drains whatever a lost kick (a broker
 outage) left behind.
 """
@@ -20,44 +23,71 @@ import logging
 import threading
 import time
 
-from django.db import transaction
+from django.db import router, transaction
 
 from idempotency.shared.kicks import Kicker, send_task
 
 from .conf import outbox_settings
+from .models import OutboxMessage
 from .tasks import relay
 
 
-class RelayKicker(Kicker):
+class RelayKicker:
     def __init__(self, monotonic=time.monotonic):
-        # Events recorded by this thread since its last kick. A rolled-back
-        # transaction leaves its count behind; the next commit kicks anyway.
+        self._monotonic = monotonic
+        # Database alias -> the Kicker of its relay runs.
+        self._kickers: dict[str, Kicker] = {}
+        self._lock = threading.Lock()
+        # Events recorded by this thread since its last kick, per alias. A
+        # rolled-back transaction leaves its count behind; the next commit
+        # kicks anyway.
         self._recorded = threading.local()
-        super().__init__(
-            send_task(relay),
-            lambda: outbox_settings.KICK_INTERVAL,
-            logging.getLogger("outbox"),
-            "the outbox relay",
-            monotonic=monotonic,
-        )
 
     def reset(self) -> None:
         """Forget the kicks sent (tests start each from a clean slate)."""
-        super().reset()
-        self._recorded.count = 0
+        with self._lock:
+            self._kickers.clear()
+        self._recorded.counts = {}
 
     def on_commit(self, using: str) -> None:
-        """Kick the relay once the current transaction commits (if enabled)."""
+        """Kick the relay of ``using`` once the current transaction commits (if
+        enabled)."""
         if not outbox_settings.KICK_ON_COMMIT:
             return
-        self._recorded.count = getattr(self._recorded, "count", 0) + 1
-        transaction.on_commit(self._after_commit, using=using, robust=True)
+        counts = self._counts()
+        counts[using] = counts.get(using, 0) + 1
+        transaction.on_commit(
+            lambda: self._after_commit(using), using=using, robust=True
+        )
 
-    def _after_commit(self) -> None:
-        if not getattr(self._recorded, "count", 0):
+    def kick(self, using: str) -> None:
+        self._kicker(using).kick()
+
+    def _after_commit(self, using: str) -> None:
+        if not self._counts().pop(using, 0):
             return  # this transaction's first event kicked already
-        self._recorded.count = 0
-        self.kick()
+        self.kick(using)
+
+    def _counts(self) -> dict:
+        if not hasattr(self._recorded, "counts"):
+            self._recorded.counts = {}
+        return self._recorded.counts
+
+    def _kicker(self, using: str) -> Kicker:
+        with self._lock:
+            if using not in self._kickers:
+                # The router's alias is the task's default: no argument, as
+                # beat's entry sends it. Another one is named, or its relay
+                # would drain the router's database and never this one.
+                routed = using == router.db_for_write(OutboxMessage)
+                self._kickers[using] = Kicker(
+                    send_task(relay, None if routed else {"using": using}),
+                    lambda: outbox_settings.KICK_INTERVAL,
+                    logging.getLogger("outbox"),
+                    "the outbox relay",
+                    monotonic=self._monotonic,
+                )
+            return self._kickers[using]
 
 
 relay_kicker = RelayKicker()

@@ -6,6 +6,7 @@ from . import relay as _relay
 
 
 @shared_task(name="outbox.relay", ignore_result=True)
-def relay() -> dict:
-    """Drain the outbox until it is empty or the time budget is spent."""
-    return vars(_relay.drain())
+def relay(using: str | None = None) -> dict:
+    """Drain the outbox until it is empty or the time budget is spent: the
+    router's database, or the alias ``using``."""
+    return vars(_relay.drain(using=using))

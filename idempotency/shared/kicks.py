@@ -70,12 +70,14 @@ class Kicker:
             return self._drain_at - now
 
 
-def send_task(task) -> Callable[[float], None]:
-    """A ``send`` for a Kicker: ``task.apply_async`` without a retry loop, so a
-    request never hangs on a broker outage."""
+def send_task(task, kwargs: dict | None = None) -> Callable[[float], None]:
+    """A ``send`` for a Kicker: ``task.apply_async`` (with ``kwargs``) without a
+    retry loop, so a request never hangs on a broker outage."""
 
     def send(countdown: float) -> None:
-        options = {"countdown": countdown} if countdown else {}
+        options: dict = {"countdown": countdown} if countdown else {}
+        if kwargs:
+            options["kwargs"] = kwargs
         if task.app.conf.task_always_eager:
             task.apply_async(retry=False, **options)  # runs here: no broker
             return
