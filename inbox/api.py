@@ -511,6 +511,8 @@ class ConsumerTask(Task):
         # In a worker, the request of this run is pushed already:
         # Task.__call__ would push one without its id and retries on top.
         try:
+            if self._redelivered():
+                self._count_lost_run(args, kwargs)
             return self.run(*args, **kwargs)
         except (Retry, Reject, Ignore):
             raise  # Celery's own flow, raised by the handler on purpose
@@ -526,6 +528,36 @@ class ConsumerTask(Task):
             raise self.retry(exc=taken, countdown=lease) from taken
         except Exception as exc:
             self._retry_or_bury(exc, args, kwargs)
+
+    def _redelivered(self) -> bool:
+        """Whether the broker delivered this message before without an ack
+        (RabbitMQ's flag; kombu's Redis transport sets it on a restored one)."""
+        return bool((self.request.delivery_info or {}).get("redelivered"))
+
+    def _count_lost_run(self, args, kwargs):
+        """Count the run that ended without an ack: a worker killed mid-run
+        (out of memory, a hard time limit) raises nothing, so no retry counts
+        it. Once such runs used up ``MAX_ATTEMPTS``, the message is dead (the
+        row says so) and acked, instead of killing a worker for ever."""
+        subscriber, message_id = _identity(self, args, kwargs)
+        lost = InboxMessage.objects.count_lost_run(
+            subscriber,
+            message_id,
+            clock.now(),
+            error="its worker died (or lost the broker) before acking it",
+            redrive=_redrive(self, args, kwargs),
+            using=router.db_for_write(InboxMessage),
+        )
+        if lost is None or lost < inbox_settings.MAX_ATTEMPTS:
+            return  # applied or running already, or it has runs left
+        logger.error(
+            "%s[%s] ended without an ack %d time(s) and is dead",
+            self.name,
+            self.request.id,
+            lost,
+            extra={"task": self.name, "task_id": self.request.id},
+        )
+        raise Ignore()  # recorded dead: ack the broker's copy
 
     def _retry_or_bury(self, exc, args, kwargs):
         attempt = self.request.retries + 1
@@ -593,15 +625,7 @@ def _backoff(attempt: int) -> float:
 
 def _bury(task, exc, attempt, args, kwargs) -> dict:
     """Record the dead message; return its identity (for the log)."""
-    request = task.request
-    subscriber = getattr(task.run, "subscriber", task.name)
-    try:
-        message_id = checked_message_id(task.run.message_id_of(args, kwargs))
-    except Exception:
-        # No usable message id (its lookup may be what failed: a message
-        # without the field message_id= reads): named by the task id, which a
-        # replay keeps. Raising here would requeue the message for ever.
-        message_id = request.id
+    subscriber, message_id = _identity(task, args, kwargs)
     InboxMessage.objects.bury(
         subscriber,
         message_id,
@@ -612,6 +636,19 @@ def _bury(task, exc, attempt, args, kwargs) -> dict:
         using=router.db_for_write(InboxMessage),
     )
     return {"subscriber": subscriber, "message_id": message_id}
+
+
+def _identity(task, args, kwargs) -> tuple[str, str]:
+    """The subscriber and message id a dead row of ``task``'s run names."""
+    subscriber = getattr(task.run, "subscriber", task.name)
+    try:
+        message_id = checked_message_id(task.run.message_id_of(args, kwargs))
+    except Exception:
+        # No usable message id (its lookup may be what failed: a message
+        # without the field message_id= reads): named by the task id, which a
+        # replay keeps. Raising here would requeue the message for ever.
+        message_id = task.request.id
+    return subscriber, message_id
 
 
 def _redrive(task, args, kwargs) -> dict | None:

@@ -148,17 +148,22 @@ class InboxMessageManager(_BaseManager):
         One statement, in its own transaction (the attempts' rolled back). A
         row some other delivery applied meanwhile is left applied.
         """
-        values = {
-            "subscriber": subscriber,
-            "message_id": message_id,
-            "received_at": now,
-            "duplicates": 0,
-            "state": DEAD,
-            "attempts": attempts,
-            "last_error": error,
-            "redrive": redrive,
-        }
+        values = _dead_row(subscriber, message_id, now, attempts, error, redrive)
         self._upsert(_BURIED, _bury_sql, values, using=using)
+
+    def count_lost_run(self, subscriber, message_id, now, *, error, redrive, using):
+        """Record that a run of ``message_id`` ended without an ack (its worker
+        died: out of memory, a hard time limit), before the redelivery runs.
+        Return the runs lost so far, or None when another delivery applied
+        the message or a steps consumer holds it (its lease handles deaths).
+
+        One statement in autocommit, so the count outlives this run's death
+        too: the row is dead until a run applies the message (its claim takes
+        a dead row over), and a replay can send it again.
+        """
+        values = _dead_row(subscriber, message_id, now, 1, error, redrive)
+        row = self._upsert(_BURIED, _lost_run_sql, values, using=using)
+        return row[0] if row else None
 
     def _upsert(self, columns, build_sql, values, *, using):
         """Run one of the statements above: built once per database, sent as
@@ -172,6 +177,20 @@ class InboxMessageManager(_BaseManager):
         with connection.cursor() as cursor:
             cursor.execute(sql, insert.params(values, connection))
             return cursor.fetchone() if cursor.description else None
+
+
+def _dead_row(subscriber, message_id, now, attempts, error, redrive) -> dict:
+    """The values of a dead row (``_BURIED``'s columns)."""
+    return {
+        "subscriber": subscriber,
+        "message_id": message_id,
+        "received_at": now,
+        "duplicates": 0,
+        "state": DEAD,
+        "attempts": attempts,
+        "last_error": error,
+        "redrive": redrive,
+    }
 
 
 def _on_conflict(insert, connection) -> str:
@@ -234,6 +253,19 @@ def _bury_sql(insert, connection) -> str:
         f"{insert.sql} {_on_conflict(insert, connection)} DO UPDATE SET {updated} "
         # A running row is a steps consumer's that gave up: dead now too.
         f"WHERE {insert.table}.{state} IN ('{DEAD}', '{RUNNING}')"
+    )
+
+
+def _lost_run_sql(insert, connection) -> str:
+    attempts, error, redrive, state = _quoted(
+        insert, connection, "attempts", "last_error", "redrive", "state"
+    )
+    return (
+        f"{insert.sql} {_on_conflict(insert, connection)} DO UPDATE SET "
+        f"{attempts} = {insert.table}.{attempts} + 1, "
+        f"{error} = excluded.{error}, {redrive} = excluded.{redrive} "
+        f"WHERE {insert.table}.{state} = '{DEAD}' "
+        f"RETURNING {attempts}"
     )
 
 

@@ -25,6 +25,9 @@ from webhooks.handlers import on
 
 __all__ = ["app"]
 
+# Its consumers import the inbox's models: loaded once Django is set up.
+app.conf.imports = (*app.conf.imports, "tests.faults.consumers")
+
 AFTER_COMMIT = "commit"
 
 
