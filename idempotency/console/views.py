@@ -3,6 +3,7 @@
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
+from django.db import transaction
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import Resolver404, resolve
@@ -55,6 +56,9 @@ def may_follow(request, url: str) -> bool:
     return model_admin is None or model_admin.has_view_or_change_permission(request)
 
 
+# Each batch commits on its own: ATOMIC_REQUESTS would hold every batch's row
+# locks, and the rests between them, until the whole purge ends.
+@transaction.non_atomic_requests
 def purge(request):
     """Confirm, then purge every kind past its retention, in batches."""
     if not request.user.has_perm("idempotency.purge_records"):

@@ -148,3 +148,49 @@ def test_a_figure_links_only_where_the_viewer_may_follow(client, staff):
     # No permission on the outbox's list: the figure shows, unlinked.
     assert figures["dead"].value == 0
     assert figures["dead"].url == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_purge_commits_each_batch_under_atomic_requests(client, staff, monkeypatch):
+    """ATOMIC_REQUESTS must not wrap the purge in one transaction: its batches
+    would hold every deleted row's lock until the request ends."""
+    import threading
+
+    from django.db import connection, connections
+
+    from idempotency.shared import clock, retention
+
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
+    grant(staff, "view_opsdashboard", "purge_records")
+    now = timezone.now()
+    IdempotencyRecord.objects.bulk_create(
+        IdempotencyRecord(
+            scope="user:1",
+            operation="op",
+            key=f"old-{n}",
+            request_hash="h",
+            state="completed",
+            created_at=now,
+            expires_at=now - timedelta(seconds=1),
+        )
+        for n in range(retention.DEFAULT_BATCH_SIZE + 1)
+    )
+    client.force_login(staff)
+    seen = []
+
+    def count_from_another_connection(seconds):
+        # The rest after a full batch: a writer sees that batch gone.
+        def count():
+            seen.append(IdempotencyRecord.objects.count())
+            connections.close_all()
+
+        thread = threading.Thread(target=count)
+        thread.start()
+        thread.join()
+
+    monkeypatch.setattr(clock, "sleep", count_from_another_connection)
+
+    client.post(DASHBOARD + "purge/", {"confirm": "yes"})
+
+    assert seen == [1]
+    assert IdempotencyRecord.objects.count() == 0
