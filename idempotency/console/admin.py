@@ -156,7 +156,7 @@ def pretty_body(raw) -> str:
     data = bytes(raw)
     try:
         return pretty_json(json.loads(data))
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to parse
         text = data.decode("utf-8", errors="replace")
         return format_html('<pre class="once-json">{}</pre>', text)
 

@@ -82,6 +82,20 @@ def test_list_detail_and_filters_render_read_only(client, staff):
     assert client.get(CHANGELIST + "add/").status_code == 403
 
 
+def test_a_body_nested_too_deep_for_json_shows_as_text(client, staff):
+    # A view may answer any bytes: JSON nested past what json.loads parses
+    # must not take the record's page down.
+    record = make_record("deep", state="completed")
+    body = b"[" * 100_000 + b"]" * 100_000
+    IdempotencyRecord.objects.filter(pk=record.pk).update(response_body=body)
+    client.force_login(staff)
+
+    detail = client.get(f"{CHANGELIST}{record.pk}/change/")
+
+    assert detail.status_code == 200
+    assert b"[[[[" in detail.content
+
+
 @pytest.mark.parametrize(
     ("lease", "listed"),
     [("stuck", ["stuck"]), ("live", ["held"]), ("other", ["done", "held", "stuck"])],
