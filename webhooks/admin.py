@@ -279,6 +279,9 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
         if request.POST.get("post") != "yes":
             # Handlers run a second time: the operator confirms first.
             return self._confirm_reprocess(request, queryset)
+        if "selected" in request.POST:
+            # The page's selection, in one field: it posts select_across.
+            queryset = queryset.filter(pk__in=_parse_ids(request.POST["selected"]))
         # Only the receipts still as the page showed them: processing bumps
         # attempts, so a second submit of the page (or a concurrent one)
         # finds them reopened or processed again and leaves them alone.
@@ -337,7 +340,7 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
                 "steps_finished": _steps_finished_message(len(steps_finished))
                 if steps_finished
                 else "",
-                "queryset": queryset,
+                "selected": list(queryset.values_list("pk", flat=True)),
                 # The version of each receipt the operator is shown.
                 "versions": " ".join(
                     f"{pk}:{attempts}"
@@ -460,6 +463,11 @@ def _reopen(
         # replayed nothing: no signal, no log line, no count of 0.
         signals.replayed(reopened, request.user, forced=forced, using=queryset.db)
     return reopened
+
+
+def _parse_ids(text: str) -> list[int]:
+    """Read the confirmation page's "pk pk ..."."""
+    return [int(token) for token in text.split() if token.isdecimal()]
 
 
 def _parse_versions(text: str) -> dict[int, int]:

@@ -376,6 +376,27 @@ def test_a_second_submit_of_the_confirmation_page_changes_nothing(
     assert LogEntry.objects.count() == 1
 
 
+def test_force_reprocess_of_more_receipts_than_a_form_may_post_fields(
+    client, operator, ran, act, submit, settings
+):
+    # Django answers 400 to a POST of more than DATA_UPLOAD_MAX_NUMBER_FIELDS
+    # fields (1,000 by default): "select all" on a big list must still confirm.
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 10
+    done = [receipt(f"d{n}", "processed") for n in range(12)]
+    receipt("f1", "failed")
+    grant(operator, "reprocess_webhookreceipt")
+    client.force_login(operator)
+    confirm = act("force_reprocess", done[0], select_across="1")
+    assert "12 processed receipts will run" in confirm.content.decode()
+
+    answer = submit(confirm)
+
+    assert answer.status_code == 200
+    assert sorted(ran) == sorted(f"d{n}" for n in range(12))
+    assert "Queued 12 receipts for reprocessing." in answer.content.decode()
+    assert "Skipped 1 receipt" in answer.content.decode()
+
+
 def post_concurrently(user, fields) -> list[str]:
     """Post ``fields`` to the list from two threads at once, as ``user``; return
     the pages they answer."""
