@@ -1,6 +1,7 @@
 """Webhook receipts and rejection counts in the operations console."""
 
 import operator
+from collections import defaultdict
 from datetime import timedelta
 from functools import partial, reduce
 
@@ -482,9 +483,15 @@ def _parse_versions(text: str) -> dict[int, int]:
 
 def _as_seen(seen: dict[int, int]) -> Q:
     """Receipts whose attempts are still those of ``seen`` (none if empty)."""
+    # One IN list per attempts value, not one OR term per receipt: a page of
+    # 20,000 receipts took 12 s to submit, most of it building, compiling and
+    # planning the OR.
+    by_attempts = defaultdict(list)
+    for pk, attempts in seen.items():
+        by_attempts[attempts].append(pk)
     return reduce(
         operator.or_,
-        (Q(pk=pk, attempts=attempts) for pk, attempts in seen.items()),
+        (Q(pk__in=pks, attempts=attempts) for attempts, pks in by_attempts.items()),
         Q(pk__in=[]),
     )
 
