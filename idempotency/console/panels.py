@@ -1,7 +1,7 @@
 """What a console panel is made of: figures that link to filtered lists."""
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db.models import Count
 from django.db.models.functions import TruncHour
@@ -69,7 +69,9 @@ def hourly_counts(queryset, field_name: str, since: datetime) -> dict:
     """Count rows per hour of ``field_name`` from ``since``, one indexed query."""
     rows = (
         queryset.filter(**{f"{field_name}__gte": since})
-        .annotate(hour=TruncHour(field_name))
+        # In UTC, as the chart's hours are: truncated in a TIME_ZONE half an
+        # hour off UTC (Asia/Kolkata), no row's hour would match one of them.
+        .annotate(hour=TruncHour(field_name, tzinfo=UTC))
         .values("hour")
         # COUNT(*), not COUNT(pk): the time index alone answers it.
         .annotate(count=Count("*"))

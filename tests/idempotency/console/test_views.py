@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
+from django.test import override_settings
 from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord
@@ -194,3 +195,18 @@ def test_purge_commits_each_batch_under_atomic_requests(client, staff, monkeypat
 
     assert seen == [1]
     assert IdempotencyRecord.objects.count() == 0
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata", "America/St_Johns"])
+def test_the_chart_counts_this_hours_keys_in_any_time_zone(client, staff, zone):
+    # Half-hour offsets: rows truncated to the local hour (10:00+05:30) never
+    # matched the chart's UTC hours (04:00, 05:00), and every count read 0.
+    grant(staff, "view_opsdashboard")
+    make_record("new")
+    client.force_login(staff)
+
+    with override_settings(TIME_ZONE=zone):
+        chart = client.get(DASHBOARD).context["chart"]
+
+    keys = next(s for s in chart["series"] if s["label"] == "keys created")
+    assert keys["total"] == 1
