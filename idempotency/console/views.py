@@ -6,7 +6,7 @@ from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db import transaction
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.urls import Resolver404, resolve
+from django.urls import Resolver404, get_script_prefix, resolve
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -47,8 +47,13 @@ def dashboard(request):
 
 def may_follow(request, url: str) -> bool:
     """Whether the viewer may open ``url``: a figure links only where it may."""
+    path = url.split("?", 1)[0]
+    # reverse() wrote the site's prefix (SCRIPT_NAME) in; resolve() wants it out.
+    prefix = get_script_prefix()
+    if path.startswith(prefix):
+        path = "/" + path[len(prefix) :]
     try:
-        match = resolve(url.split("?", 1)[0])
+        match = resolve(path)
     except Resolver404:
         return False
     # The admin sets ``model_admin`` on the views of each ModelAdmin it serves.
