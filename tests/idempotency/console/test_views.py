@@ -225,3 +225,19 @@ def test_figures_link_when_the_site_is_served_under_a_path_prefix(client, staff)
     figures = {f.label: f for p in answer.context["panels"] for f in p.figures}
     assert figures["stuck leases"].url.startswith("/ops/admin/idempotency/")
     assert figures["dead"].url == ""
+
+
+@pytest.mark.parametrize("page", ["change", "history"])
+def test_the_dashboards_admin_entry_shows_no_record(client, staff, page):
+    # Its entry is a proxy of the records, there for a place on the admin
+    # index: the permission to view the dashboard is not one to read keys.
+    grant(staff, "view_opsdashboard")
+    record = make_record("secret-key")
+    record.response_headers = {"Set-Cookie": "session=secret"}
+    record.save()
+    client.force_login(staff)
+
+    answer = client.get(f"/admin/idempotency/opsdashboard/{record.pk}/{page}/")
+
+    assert b"secret" not in answer.content
+    assert answer.status_code in (302, 403, 404)
