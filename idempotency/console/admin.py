@@ -2,7 +2,7 @@
 free-text and age filters, and action logging. The other apps import it."""
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
@@ -68,6 +68,14 @@ class ReadOnlyAdmin(admin.ModelAdmin):
             # PostgreSQL refuses a NUL in text: a 400 instead of a DataError.
             return HttpResponseBadRequest(
                 f"A NUL character cannot match anything: {', '.join(refused)}.",
+                content_type="text/plain; charset=utf-8",
+            )
+        refused = unreachable_period(request.GET, self.date_hierarchy)
+        if refused:
+            # The admin computes the period's bounds in Python; past datetime's
+            # range it raises OverflowError, which it does not catch: a 500.
+            return HttpResponseBadRequest(
+                f"No such period: {', '.join(refused)}.",
                 content_type="text/plain; charset=utf-8",
             )
         return super().changelist_view(request, extra_context)
@@ -138,6 +146,27 @@ def unstorable_parameters(query) -> list[str]:
         for name, values in query.lists()
         if "\x00" in name or any("\x00" in value for value in values)
     )
+
+
+def unreachable_period(query, field: str | None) -> list[str]:
+    """The names of the date hierarchy's parameters in ``query`` when the
+    period they name, or the one after it (its end), is not a datetime."""
+    names = {part: f"{field}__{part}" for part in ("year", "month", "day")}
+    if not field or names["year"] not in query:
+        return []
+    year, month, day = (query.get(name) for name in names.values())
+    try:
+        period = datetime(int(year), int(month or 1), int(day or 1))
+        # Its end, as the admin computes it: a datetime too, or it raises.
+        if day is not None:
+            period += timedelta(days=1)
+        elif month is not None:
+            period += timedelta(days=32)
+        else:
+            period = period.replace(year=period.year + 1)
+    except (ValueError, OverflowError):
+        return [repr(name) for name in names.values() if name in query]
+    return []
 
 
 def pretty_json(value) -> str:
