@@ -88,6 +88,7 @@ class IdempotencyRecordAdmin(console.ReadOnlyAdmin):
         # of a late worker then matches nothing. Locked as read: a retry or
         # another submit taking a key meanwhile holds it, and only the keys
         # changed here are logged and reported.
+        selected = queryset.count()
         with transaction.atomic(using=queryset.db):
             stuck = console.lock_unchanged(queryset.stuck(clock.now()))
             IdempotencyRecord.objects.using(queryset.db).filter(
@@ -98,7 +99,7 @@ class IdempotencyRecordAdmin(console.ReadOnlyAdmin):
                 signals.released(stuck, request.user, using=queryset.db)
         self.report(
             request,
-            queryset,
+            selected,
             len(stuck),
             ngettext_lazy(
                 "Released %(count)d stuck key.",

@@ -100,6 +100,7 @@ class OutboxMessageAdmin(console.ReadOnlyAdmin):
         # message that did reach them. Published messages are left alone, and
         # so is a message a relay holds right now (it is being published).
         using = queryset.db
+        selected = queryset.count()
         with transaction.atomic(using=using):
             chosen = console.lock_unchanged(
                 queryset, Q(state=State.DEAD) | (_retrying() & Q(locked_until=None))
@@ -126,7 +127,7 @@ class OutboxMessageAdmin(console.ReadOnlyAdmin):
                 signals.requeued(requeued, request.user, using=using)
         self.report(
             request,
-            queryset,
+            selected,
             len(requeued),
             ngettext_lazy(
                 "Requeued %(count)d message.", "Requeued %(count)d messages.", "count"

@@ -242,6 +242,7 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
         compensated = _given_up(failed, UnitState.COMPENSATED)
         compensating = _given_up(failed, UnitState.COMPENSATING)
         given_up = compensated + compensating
+        selected = queryset.exclude(pk__in=given_up).count()
         replayed = _reopen(
             request,
             queryset,
@@ -252,7 +253,7 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
         )
         self.report(
             request,
-            queryset.exclude(pk__in=given_up),
+            selected,
             len(replayed),
             ngettext_lazy(
                 "Replayed %(count)d receipt.", "Replayed %(count)d receipts.", "count"
@@ -292,6 +293,8 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
         steps_finished = _steps_finished(
             queryset.filter(_as_seen(seen), state__in=WebhookReceipt.FINISHED)
         )
+        # Those are reported on their own, below, with why.
+        selected = queryset.exclude(pk__in=steps_finished).count()
         reopened = _reopen(
             request,
             queryset,
@@ -303,8 +306,7 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
         )
         self.report(
             request,
-            # Those are reported on their own, below, with why.
-            queryset.exclude(pk__in=steps_finished),
+            selected,
             len(reopened),
             ngettext_lazy(
                 "Queued %(count)d receipt for reprocessing.",

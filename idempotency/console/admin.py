@@ -88,14 +88,18 @@ class ReadOnlyAdmin(admin.ModelAdmin):
             obj.get_state_display(),
         )
 
-    def report(self, request, queryset, done: int, done_text, skipped_text):
-        """Tell the operator what an action did to ``done`` of the rows
-        selected (``queryset``), and how many it left alone.
+    def report(self, request, selected: int, done: int, done_text, skipped_text):
+        """Tell the operator what an action did to ``done`` of the ``selected``
+        rows, and how many it left alone.
+
+        ``selected`` is counted before the action changes them: the action's
+        queryset keeps the list's filters (``?lease=stuck``, where a figure
+        links), which no longer match the rows it has just changed.
 
         ``done_text`` and ``skipped_text`` are ``ngettext_lazy(singular,
         plural, "count")``: the count is filled in, singular or plural.
         """
-        skipped = queryset.count() - done
+        skipped = selected - done
         text = done_text % {"count": done}
         if skipped:
             text += " " + skipped_text % {"count": skipped}

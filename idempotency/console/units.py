@@ -142,6 +142,7 @@ class UnitAdmin(console.ReadOnlyAdmin):
     def release_units(self, request, queryset):
         # Only a lapsed lease: a live one belongs to a working worker. The
         # attempt goes up, so a hung worker that wakes stores nothing more.
+        selected = queryset.count()
         with transaction.atomic(using=queryset.db):
             now = clock.now()
             chosen = console.lock_unchanged(
@@ -166,7 +167,7 @@ class UnitAdmin(console.ReadOnlyAdmin):
         done = len(chosen)
         self.report(
             request,
-            queryset,
+            selected,
             done,
             ngettext_lazy(
                 "Released %(count)d unit.", "Released %(count)d units.", "count"
@@ -193,6 +194,7 @@ class UnitAdmin(console.ReadOnlyAdmin):
                 messages.ERROR,
             )
             return
+        selected = queryset.count()
         abandoned, refused = [], []
         # The client's retry gets the reason as its answer's detail: no staff
         # name in it (the admin log keeps who it was).
@@ -214,7 +216,7 @@ class UnitAdmin(console.ReadOnlyAdmin):
         done = len(abandoned)
         self.report(
             request,
-            queryset,
+            selected,
             done,
             ngettext_lazy(
                 "Abandoned and compensated %(count)d unit.",

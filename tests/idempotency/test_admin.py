@@ -133,6 +133,23 @@ def test_release_without_its_permission_changes_nothing(client, staff):
     assert not LogEntry.objects.exists()
 
 
+def test_a_release_from_the_stuck_list_counts_what_was_selected(client, staff):
+    # The dashboard's figure links to ?lease=stuck: the action's rows are that
+    # list's, which no longer holds the keys it has just released.
+    stuck = [make_record("stuck-1"), make_record("stuck-2")]
+    grant(staff, "release_idempotencyrecord")
+    client.force_login(staff)
+
+    answer = client.post(
+        CHANGELIST + "?lease=stuck",
+        {"action": "release_stuck_keys", "_selected_action": [r.pk for r in stuck]},
+        follow=True,
+    )
+
+    said = [str(m) for m in answer.context["messages"]]
+    assert said == ["Released 2 stuck keys."]
+
+
 def test_release_marks_expired_leases_failed_logs_and_is_safe_twice(client, staff):
     stuck, live = make_record("stuck"), make_record("live", lease=600)
     grant(staff, "release_idempotencyrecord")
