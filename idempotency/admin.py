@@ -59,6 +59,7 @@ class IdempotencyRecordAdmin(console.ReadOnlyAdmin):
     search_help_text = _("Exact key (use the scope filter for a scope).")
     date_hierarchy = "created_at"
     actions = ["release_stuck_keys"]
+    heavy_fields = ("response_body", "response_headers")
     fields = (
         "scope",
         "operation",

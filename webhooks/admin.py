@@ -163,6 +163,7 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
     search_help_text = _("Exact delivery id.")
     date_hierarchy = "received_at"
     actions = ["replay", "force_reprocess"]
+    heavy_fields = ("body", "headers")
     # Above the list: the replays each source accepts (replay_notes).
     change_list_template = "admin/webhooks/webhookreceipt/change_list.html"
     fields = (

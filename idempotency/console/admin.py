@@ -51,6 +51,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     change_list_template = "admin/idempotency/change_list.html"
     # State value -> colour of its badge in the list (a Badge colour).
     state_colours: dict[str, str] = {}
+    # Columns no list shows, up to a megabyte each (stored bodies): left
+    # unread by a list's 50 rows; a row's own page reads them with one query.
+    heavy_fields: tuple[str, ...] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -60,6 +63,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
             cls.readonly_fields = flatten(cls.fields)  # every field it shows
         if cls.ordering is None and cls.date_hierarchy:
             cls.ordering = [f"-{cls.date_hierarchy}"]  # newest first
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer(*self.heavy_fields)
 
     def changelist_view(self, request, extra_context=None):
         refused = unstorable_parameters(request.GET)

@@ -8,8 +8,10 @@ from datetime import timedelta
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
+from django.db import connection
 from django.db.models.signals import post_init
 from django.test import Client, override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord
@@ -80,6 +82,20 @@ def test_list_detail_and_filters_render_read_only(client, staff):
     assert detail.status_code == 200
     assert b"once-json" in detail.content
     assert client.get(CHANGELIST + "add/").status_code == 403
+
+
+def test_the_list_leaves_stored_bodies_unread(client, staff):
+    # Up to MAX_STORED_BODY (1 MiB) each: 50 a page were read for nothing.
+    record = make_record("k1", state="completed")
+    client.force_login(staff)
+
+    with CaptureQueriesContext(connection) as listed:
+        assert client.get(CHANGELIST).status_code == 200
+    with CaptureQueriesContext(connection) as shown:
+        assert client.get(f"{CHANGELIST}{record.pk}/change/").status_code == 200
+
+    assert not [q for q in listed if "response_body" in q["sql"]]
+    assert [q for q in shown if "response_body" in q["sql"]]
 
 
 def test_a_body_nested_too_deep_for_json_shows_as_text(client, staff):
