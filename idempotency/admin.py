@@ -90,6 +90,7 @@ class IdempotencyRecordAdmin(console.ReadOnlyAdmin):
         # another submit taking a key meanwhile holds it, and only the keys
         # changed here are logged and reported.
         selected = queryset.count()
+        queryset = console.for_writing(queryset)
         with transaction.atomic(using=queryset.db):
             stuck = console.lock_unchanged(queryset.stuck(clock.now()))
             IdempotencyRecord.objects.using(queryset.db).filter(

@@ -99,8 +99,9 @@ class OutboxMessageAdmin(console.ReadOnlyAdmin):
         # The same row, so the same message id: downstream inboxes dedupe a
         # message that did reach them. Published messages are left alone, and
         # so is a message a relay holds right now (it is being published).
-        using = queryset.db
         selected = queryset.count()
+        queryset = console.for_writing(queryset)
+        using = queryset.db
         with transaction.atomic(using=using):
             chosen = console.lock_unchanged(
                 queryset, Q(state=State.DEAD) | (_retrying() & Q(locked_until=None))

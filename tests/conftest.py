@@ -160,3 +160,30 @@ def given_up_unit(unit, state, **fields) -> UnitRecord:
         updated_at=now,
         **fields,
     )
+
+
+class ReadsFromAReplica:
+    """A router sending reads to "replica", a second alias on the test
+    database, and writes to "default": a project reading from a replica."""
+
+    def db_for_read(self, model, **hints):
+        return "replica"
+
+    def db_for_write(self, model, **hints):
+        return "default"
+
+    def allow_relation(self, obj1, obj2, **hints):
+        return True
+
+
+@pytest.fixture
+def reads_from_a_replica(settings):
+    connections.settings["replica"] = dict(connections.settings["default"])
+    # Connected here: the test case's guard refuses aliases it was not told
+    # of, and this one is not in the settings it was set up with.
+    connections["replica"].connect()
+    settings.DATABASE_ROUTERS = ["tests.conftest.ReadsFromAReplica"]
+    yield "replica"
+    connections["replica"].close()
+    del connections["replica"]
+    del connections.settings["replica"]

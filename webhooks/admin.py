@@ -455,6 +455,7 @@ def _reopen(
     """Reopen the receipts of ``queryset`` meeting ``conditions`` (received, to
     be processed again), log them, enqueue them after the commit and report
     them (``forced``: processed ones run again); return them."""
+    queryset = console.for_writing(queryset)
     with transaction.atomic(using=queryset.db):
         reopened = console.lock_unchanged(queryset, *conditions)
         WebhookReceipt.objects.using(queryset.db).filter(

@@ -8,6 +8,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.utils import flatten
 from django.core.paginator import Paginator
+from django.db import router
 from django.db.models import QuerySet
 from django.http import HttpResponseBadRequest
 from django.utils.functional import cached_property
@@ -198,6 +199,16 @@ def pretty_body(raw) -> str:
     except (ValueError, RecursionError):  # not JSON, or nested too deep to parse
         text = data.decode("utf-8", errors="replace")
         return format_html('<pre class="once-json">{}</pre>', text)
+
+
+def for_writing(queryset: QuerySet) -> QuerySet:
+    """``queryset`` on the database its model's writes go to.
+
+    A changelist's queryset reads through the router's read database (a
+    replica, say): an action's transaction, locks and writes belong on the
+    one writes go to, as Django's own delete action's do.
+    """
+    return queryset.using(router.db_for_write(queryset.model))
 
 
 def lock_unchanged(queryset, *conditions) -> list:

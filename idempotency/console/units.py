@@ -143,6 +143,7 @@ class UnitAdmin(console.ReadOnlyAdmin):
         # Only a lapsed lease: a live one belongs to a working worker. The
         # attempt goes up, so a hung worker that wakes stores nothing more.
         selected = queryset.count()
+        queryset = console.for_writing(queryset)
         with transaction.atomic(using=queryset.db):
             now = clock.now()
             chosen = console.lock_unchanged(
@@ -184,6 +185,7 @@ class UnitAdmin(console.ReadOnlyAdmin):
         description=_("Abandon selected units (compensate their steps)"),
     )
     def abandon_units(self, request, queryset):
+        queryset = console.for_writing(queryset)
         if connections[queryset.db].in_atomic_block:
             self.message_user(
                 request,

@@ -305,3 +305,20 @@ def test_lists_count_at_most_the_cap(client, staff, monkeypatch):
     client.force_login(staff)
 
     assert client.get(CHANGELIST).context["cl"].result_count == 3
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_release_locks_and_writes_where_writes_go(
+    client, staff, reads_from_a_replica
+):
+    # The list reads from the replica; the action's transaction, its row
+    # locks and its update belong on the database writes go to.
+    stuck = make_record("stuck")
+    grant(staff, "release_idempotencyrecord")
+    client.force_login(staff)
+
+    assert release(client, stuck).status_code == 200
+
+    stuck.refresh_from_db()
+    assert stuck.state == "failed"

@@ -211,3 +211,18 @@ def test_purge_deletes_old_published_messages_and_never_unpublished(make_message
     assert retention.purge(only=["outbox"]) == {"outbox": 2}
     assert OutboxMessage.objects.count() == 3
     assert OutboxMessage.objects.filter(state="published").count() == 1
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_requeue_locks_and_writes_where_writes_go(
+    client, operator, make_messages, reads_from_a_replica
+):
+    (dead,) = make_messages(1, state="dead", attempts=10)
+    grant_requeue(operator)
+    client.force_login(operator)
+
+    assert requeue(client, dead).status_code == 200
+
+    dead.refresh_from_db()
+    assert dead.state == "pending"

@@ -526,3 +526,21 @@ def test_purge_keeps_unprocessed_receipts_whatever_their_age(clock):
         "fresh",
     }
     assert not WebhookRejection.objects.exists()
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_replay_locks_and_writes_where_writes_go(
+    client, operator, reads_from_a_replica
+):
+    failed = receipt("d1", "failed")
+    grant(operator, "replay_webhookreceipt")
+    client.force_login(operator)
+
+    answer = client.post(
+        CHANGELIST, {"action": "replay", "_selected_action": [failed.pk]}, follow=True
+    )
+
+    assert answer.status_code == 200
+    failed.refresh_from_db()
+    assert failed.state != "failed"

@@ -267,3 +267,31 @@ def test_abandon_compensates_a_stuck_unit_once_logs_and_is_safe_twice(client, st
         "mail": "done",
         "undo:charge": "done",
     }
+
+
+@pytest.mark.postgresql
+def test_a_release_locks_and_writes_where_writes_go(
+    client, staff, reads_from_a_replica
+):
+    stuck = unit_with_steps("stuck")
+    lapse(stuck)
+    grant(staff, "release_unitrecord")
+    client.force_login(staff)
+
+    assert act(client, "release_units", stuck).status_code == 200
+
+    stuck.refresh_from_db()
+    assert (stuck.attempt, stuck.lease_expires_at) == (2, None)
+
+
+@pytest.mark.postgresql
+def test_an_abandon_compensates_where_writes_go(client, staff, reads_from_a_replica):
+    stuck = unit_with_steps("stuck")
+    lapse(stuck)
+    grant(staff, "abandon_unitrecord")
+    client.force_login(staff)
+
+    assert act(client, "abandon_units", stuck).status_code == 200
+
+    stuck.refresh_from_db()
+    assert stuck.state == "compensated"
