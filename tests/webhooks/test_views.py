@@ -1,5 +1,6 @@
 """The intake's HTTP contract: 411, 413, 415, 401/400, 202, 200, 404, 405."""
 
+import base64
 import gzip
 import hashlib
 import json
@@ -227,6 +228,34 @@ def test_the_same_body_under_a_newly_signed_id_is_a_new_delivery():
         headers = signing.standard_headers(body, msg_id=msg_id)
         assert post("/webhooks/standard/", body, headers).status_code == 202
     assert WebhookReceipt.objects.count() == 2
+
+
+def svix_named(headers):
+    """The same delivery under Svix's header names (svix-id, ...)."""
+    return {name.replace("webhook-", "svix-"): value for name, value in headers.items()}
+
+
+def test_a_delivery_under_svix_header_names_is_accepted():
+    body = signing.event_body("evt_1")
+    headers = svix_named(signing.standard_headers(body, msg_id="msg_svix"))
+    response = post("/webhooks/standard/", body, headers)
+
+    assert response.status_code == 202
+    receipt = WebhookReceipt.objects.get()
+    assert receipt.delivery_id == "msg_svix"
+    assert "svix-signature" not in receipt.headers
+
+
+def test_svix_header_names_are_read_before_the_standard_ones():
+    # Svix's library reads svix-* first: a valid webhook-* set does not make
+    # a forged svix-* one pass.
+    body = signing.event_body("evt_1")
+    wrong = "whsec_" + base64.b64encode(b"not the source's key!!").decode()
+    forged = svix_named(signing.standard_headers(body, secret=wrong))
+    headers = {**signing.standard_headers(body), **forged}
+    response = post("/webhooks/standard/", body, headers)
+    assert response.status_code == 401
+    assert not WebhookReceipt.objects.exists()
 
 
 def test_a_bad_signature_is_401_stores_nothing_and_is_counted(clock):

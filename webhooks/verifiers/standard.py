@@ -1,4 +1,5 @@
-"""Standard Webhooks: ``webhook-id``, ``webhook-timestamp``, ``webhook-signature``."""
+"""Standard Webhooks: ``webhook-id``, ``webhook-timestamp``, ``webhook-signature``
+(or Svix's ``svix-id``, ``svix-timestamp``, ``svix-signature``)."""
 
 import base64
 import binascii
@@ -20,8 +21,10 @@ PREFIX = "whsec_"
 
 
 class StandardWebhooksVerifier(BaseVerifier):
+    # The spec's names; Svix's (svix-id, ...) are read in their place when
+    # present, and are not kept on the receipt (its delivery id is).
     headers = ("webhook-id", "webhook-timestamp", "webhook-signature")
-    signature_headers = ("webhook-signature",)
+    signature_headers = ("webhook-signature", "svix-signature")
     # The signed text starts with webhook-id.
     signs_delivery_id = True
     # webhook-timestamp is signed too.
@@ -48,10 +51,14 @@ class StandardWebhooksVerifier(BaseVerifier):
         return problems
 
     def verify(self, body, headers):
-        msg_id = self.identifier(self.header(headers, "webhook-id"), "webhook-id")
-        timestamp = self.header(headers, "webhook-timestamp")
+        id_header = _named(headers, "id")
+        msg_id = self.identifier(self.header(headers, id_header), id_header)
+        timestamp = self.header(headers, _named(headers, "timestamp"))
         self.timestamp(timestamp)
-        signatures = _signatures(self.header(headers, "webhook-signature"))
+        signature_header = _named(headers, "signature")
+        signatures = _signatures(
+            self.header(headers, signature_header), signature_header
+        )
         if not self._keys:
             raise Failed(NO_SECRET)
         expected = [_digest(key, msg_id, timestamp, body) for key in self._keys]
@@ -89,6 +96,15 @@ class StandardWebhooksVerifier(BaseVerifier):
         return stamped
 
 
+def _named(headers, part: str) -> str:
+    """The header that carries ``part``: ``svix-<part>`` when present, else
+    ``webhook-<part>``. Svix, where the spec began, still sends its own names
+    (Clerk, Resend and others deliver through it), and its library reads them
+    first, one header at a time."""
+    svix = f"svix-{part}"
+    return svix if headers.get(svix) is not None else f"webhook-{part}"
+
+
 def _digest(key: bytes, msg_id: str, timestamp: str, body: bytes) -> bytes:
     signed = f"{msg_id}.{timestamp}.".encode() + body
     return hmac.new(key, signed, hashlib.sha256).digest()
@@ -105,7 +121,7 @@ def decode_secret(secret) -> bytes | None:
     return key or None
 
 
-def _signatures(header):
+def _signatures(header, name):
     """Decode every ``v1,<base64>``; other versions are ignored, as specified.
 
     Any one signature listed may match: one that does not decode is passed
@@ -125,7 +141,7 @@ def _signatures(header):
         else:
             undecodable = True
     if undecodable and not signatures:
-        raise Failed(MALFORMED_HEADER, "webhook-signature is not base64")
+        raise Failed(MALFORMED_HEADER, f"{name} is not base64")
     if not signatures:
-        raise Failed(MALFORMED_HEADER, "webhook-signature has no v1 signature")
+        raise Failed(MALFORMED_HEADER, f"{name} has no v1 signature")
     return signatures
