@@ -16,6 +16,7 @@ from .shared.settings import (
     duration_of_at_least,
     header_names,
     positive_int,
+    positive_int_up_to,
     seconds,
     show,
 )
@@ -67,6 +68,14 @@ lease = duration_of_at_least(
     LEASE_FLOOR, "A shorter lease lapses while the first attempt still runs."
 )
 wait = duration_of_at_least(WAIT_FLOOR, "Lock waits count whole milliseconds.")
+
+# Each anonymous keyed request counts up to this many live records (LIMIT cap
+# + 1): past PostgreSQL's bigint every such request failed in the database.
+MAX_ANONYMOUS_KEYS = 1_000_000
+anonymous_max_keys = positive_int_up_to(
+    MAX_ANONYMOUS_KEYS,
+    "Each anonymous keyed request counts up to this many records; for example 10000.",
+)
 
 
 def outlasting_ttl(ttl: timedelta, where: str) -> timedelta:
@@ -171,9 +180,10 @@ idempotency_settings = AppSettings(
         ),
         "ANONYMOUS_MAX_KEYS": Option(
             10_000,
-            positive_int,
+            anonymous_max_keys,
             "idempotency.E010",
-            doc='Live records allowed per operation in the shared "anonymous" scope.',
+            doc='Live records allowed per operation in the shared "anonymous" '
+            "scope, at most 1,000,000 (each anonymous keyed request counts them).",
         ),
         **SHARED_OPTIONS,
     },

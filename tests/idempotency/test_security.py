@@ -4,6 +4,7 @@ import json
 import re
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
 from idempotency.models import IdempotencyRecord
@@ -127,6 +128,17 @@ def test_anonymous_keys_are_capped_per_operation(settings):
         anonymous.post("/t/anonymous/", {"name": "w"}, key="k0")["Idempotent-Replayed"]
         == "true"
     )
+
+
+def test_a_cap_past_the_databases_integers_is_refused_before_any_count(settings):
+    # The cap counts with LIMIT cap + 1: past a bigint every anonymous keyed
+    # request failed in the database (DataError) instead of being refused
+    # as a setting.
+    settings.IDEMPOTENCY = {"ANONYMOUS_MAX_KEYS": 2**63 - 1}
+
+    with pytest.raises(ImproperlyConfigured, match="ANONYMOUS_MAX_KEYS"):
+        ApiClient().post("/t/anonymous/", {"name": "w"}, key="k")
+    assert Widget.objects.count() == 0
 
 
 def test_anonymous_keys_are_off_unless_the_view_opts_in():
