@@ -46,6 +46,17 @@ class CeleryTaskPublisher(BasePublisher):
         confirm_timeout: float = 30,
     ):
         self.tasks = dict(tasks or {})
+        # Checked here, in the running relay too: a list or a number where a
+        # name belongs crashed the system check, or (remote_tasks) passed it.
+        if not_names := [
+            f"{event!r}: {name!r}"
+            for event, name in self.tasks.items()
+            if not (_is_name(event) and _is_name(name))
+        ]:
+            raise OutboxConfigurationError(
+                "CeleryTaskPublisher tasks must map event types to task names, "
+                f"both non-empty strings, not {', '.join(not_names[:3])}."
+            )
         self.queue = queue
         self.broker_url = broker_url
         self.app = app
@@ -145,3 +156,7 @@ class CeleryTaskPublisher(BasePublisher):
         with contextlib.suppress(Exception):  # it is broken already
             self.connection.release()
         self.open()
+
+
+def _is_name(value) -> bool:
+    return isinstance(value, str) and bool(value.strip())

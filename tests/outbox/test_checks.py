@@ -153,6 +153,29 @@ def test_e009_a_task_name_no_worker_of_this_app_runs():
             assert checks.check_publisher() == []
 
 
+@pytest.mark.parametrize("remote_tasks", [False, True])
+@pytest.mark.parametrize(
+    "tasks",
+    [
+        {"order.created": ["testapp.reserve_stock"]},
+        {"order.created": 5},
+        {"order.created": ""},
+        {5: "testapp.reserve_stock"},
+    ],
+)
+def test_e005_a_task_or_event_type_that_is_no_name_is_refused(tasks, remote_tasks):
+    # A list where a name belongs crashed the check (TypeError) and, with
+    # remote_tasks, passed it: the relay would send tasks named by no string.
+    publisher = "outbox.publishers.CeleryTaskPublisher"
+    options = {"tasks": tasks, "remote_tasks": remote_tasks}
+    with override_settings(
+        OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}
+    ):
+        [error] = checks.check_publisher()
+    assert error.id == "outbox.E005"
+    assert "tasks" in error.hint
+
+
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
