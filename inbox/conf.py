@@ -102,6 +102,11 @@ def _transport_default_visibility_timeout() -> float:
         transport = get_transport_cls(current_app.connection_for_write().transport_cls)
     except ImportError:  # a transport whose client is not installed runs nothing
         return 0
+    except (KeyError, ValueError):
+        # A URL kombu cannot read ("reddis://", a port that is no number)
+        # connects nowhere: Celery reports it where it connects, and RETENTION's
+        # floor already covers Redis's default.
+        return 0
     channel = getattr(transport, "Channel", None)
     # Redis names it visibility_timeout; SQS, default_visibility_timeout.
     for name in ("visibility_timeout", "default_visibility_timeout"):

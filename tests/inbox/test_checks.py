@@ -136,6 +136,27 @@ def test_an_unset_visibility_timeout_is_the_transports_default(broker, timeout):
         app.conf.broker_url, app.conf.broker_transport_options = saved
 
 
+@pytest.mark.parametrize(
+    "broker", ["reddis://localhost:6379/0", "redis://localhost:notaport/0"]
+)
+def test_a_broker_url_kombu_cannot_read_leaves_the_check_and_the_purge_running(
+    broker,
+):
+    # Kombu's KeyError ("No such transport") or ValueError crashed the check
+    # and, through the retention it checks, purge_idempotency. Celery reports
+    # the URL where it connects; the checks go on without its default.
+    from inbox.conf import checked_retention
+    from tests.celery import app
+
+    saved = app.conf.broker_url, app.conf.broker_transport_options
+    app.conf.broker_url, app.conf.broker_transport_options = broker, {}
+    try:
+        assert checks.check_settings() == []
+        assert checked_retention() == timedelta(days=30)
+    finally:
+        app.conf.broker_url, app.conf.broker_transport_options = saved
+
+
 @pytest.fixture
 def consumer_tasks():
     """Celery tasks the test declares, unregistered afterwards."""
