@@ -2,10 +2,11 @@
 
 import json
 
-from django.core.management.base import BaseCommand
-from django.db import connections
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError, connections, router
 
 from ...debezium import connector_config
+from ...models import OutboxMessage
 
 
 class Command(BaseCommand):
@@ -25,9 +26,16 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        config = connector_config(
-            name=options["name"],
-            topic_prefix=options["topic_prefix"],
-            using=options["database"],
-        )
+        using = options["database"] or router.db_for_write(OutboxMessage)
+        try:
+            config = connector_config(
+                name=options["name"], topic_prefix=options["topic_prefix"], using=using
+            )
+        except DatabaseError as exc:
+            # It asks the database which schema holds the table.
+            raise CommandError(
+                f"Cannot read the outbox table's schema from database {using!r}: "
+                f"{str(exc).strip()}\nCheck that it is reachable, or choose "
+                "another with --database."
+            ) from exc
         self.stdout.write(json.dumps(config, indent=2))
