@@ -30,7 +30,7 @@ def purgeable(now):
 def checked_retention() -> timedelta:
     """UNIT_RETENTION, refused while an owner's record outlives it."""
     retention = shared_settings.UNIT_RETENTION
-    if why := _short_retention(retention):
+    if why := _short_retention(retention, strict=True):
         raise ImproperlyConfigured(why)
     return retention
 
@@ -52,11 +52,19 @@ def check_retention(app_configs=None, **kwargs):
     ]
 
 
-def _short_retention(retention: timedelta) -> str | None:
+def _short_retention(retention: timedelta, *, strict=False) -> str | None:
+    """Why ``retention`` is too short for an owner, or None. ``strict`` (the
+    purge): an owner whose own retention is refused refuses it too, as its
+    own purge does: how long it still brings retries is unknown."""
     for kind, owner_retention in contributions.unit_owners().items():
         try:
             owner = owner_retention()
-        except ImproperlyConfigured:
+        except ImproperlyConfigured as exc:
+            if strict:
+                return (
+                    f"The {kind} owner's retention is refused, so units are "
+                    f"kept until it is set right: {exc}"
+                )
             continue  # the owner's own check reports it
         if retention < owner:
             return (

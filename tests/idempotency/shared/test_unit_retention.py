@@ -75,6 +75,23 @@ def test_a_unit_retention_shorter_than_its_owners_is_refused(units, settings):
     assert "than the inbox owner's retention" in error.msg
 
 
+def test_an_owner_whose_retention_is_refused_refuses_the_units_purge(units, settings):
+    # The inbox keeps ids 200 days, but a redelivery can come after 300: its
+    # own purge refuses that. Skipped, its 200 days were never compared with
+    # UNIT_RETENTION (90), and "--only units" purged units the inbox's ids
+    # could still bring a redelivery into.
+    settings.INBOX = {
+        "RETENTION": timedelta(days=200),
+        "REDELIVERY_HORIZON": timedelta(days=300),
+    }
+
+    with pytest.raises(ImproperlyConfigured, match="inbox"):
+        retention.purge(only=["units"])
+    assert UnitRecord.objects.count() == 5
+    # The inbox's own check reports it; E016 does not say it twice.
+    assert unit_retention.check_retention() == []
+
+
 def test_a_unit_retention_shorter_than_the_keys_ttl_is_refused(settings):
     settings.IDEMPOTENCY = {"TTL": timedelta(days=100)}
 
