@@ -2,6 +2,7 @@
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from idempotency.shared import retention
 
@@ -40,7 +41,15 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, dry_run, only, batch_size, pause, verbosity, **options):
-        progress = self._progress if verbosity > 1 else None
+        # Each batch commits on its own: what was deleted before a failure or
+        # a Ctrl-C stays deleted, and is said.
+        deleted = {}
+
+        def progress(kind, so_far):
+            deleted[kind] = so_far
+            if verbosity > 1:
+                self.stdout.write(f"  {kind}: {so_far} so far")
+
         try:
             counts = retention.purge(
                 only=only,
@@ -51,9 +60,22 @@ class Command(BaseCommand):
             )
         except (ValueError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
-        verb = "would delete" if dry_run else "deleted"
+        except (DatabaseError, KeyboardInterrupt) as exc:
+            self._report(deleted, "deleted")
+            if isinstance(exc, KeyboardInterrupt):
+                why, then = "was interrupted", "run it again to delete the rest"
+            else:
+                # Its first line: PostgreSQL's next ones quote the statement.
+                why = f"stopped: {[*str(exc).strip().splitlines(), repr(exc)][0]}"
+                then = "run it again once that is fixed (a missing table: migrate)"
+            # A dry run deletes nothing: it has no batch to roll back.
+            if not dry_run:
+                then = f"the batch in progress was rolled back; {then}"
+            raise CommandError(
+                f"The purge {why}.\n{then[0].upper()}{then[1:]}."
+            ) from exc
+        self._report(counts, "would delete" if dry_run else "deleted")
+
+    def _report(self, counts, verb):
         for kind, count in counts.items():
             self.stdout.write(f"{kind}: {verb} {count}")
-
-    def _progress(self, kind, deleted):
-        self.stdout.write(f"  {kind}: {deleted} so far")

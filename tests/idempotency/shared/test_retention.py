@@ -6,6 +6,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection, transaction
 from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord
@@ -182,6 +183,49 @@ def test_command_refuses_bad_options_readably(args, message, mixed_records):
     with pytest.raises(CommandError, match=message):
         call_command("purge_idempotency", *args)
     assert len(remaining_keys()) == 5  # nothing deleted
+
+
+def test_a_command_interrupted_mid_batch_says_what_it_deleted(
+    mixed_records, monkeypatch
+):
+    # Ctrl-C (or a lost connection) in the second batch's transaction: the
+    # first batch is deleted and the second rolled back. The command said
+    # nothing of the first, only a traceback.
+    batches = []
+    deleted_for_real = retention._delete_batch
+
+    def interrupted(rows, using):
+        batches.append(using)
+        if len(batches) == 1:
+            return deleted_for_real(rows, using)
+        with transaction.atomic(using=using):
+            rows.all().delete()
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(retention, "_delete_batch", interrupted)
+    out = StringIO()
+    with pytest.raises(CommandError, match="interrupted"):
+        call_command(
+            "purge_idempotency", "--only=idempotency", "--batch-size=2", stdout=out
+        )
+
+    assert "idempotency: deleted 2" in out.getvalue()
+    assert len(remaining_keys()) == 3  # the second batch rolled back
+
+
+@pytest.mark.postgresql
+def test_a_command_meeting_a_table_not_migrated_says_what_it_deleted(
+    mixed_records,
+):
+    # An app installed and never migrated: the kinds before it are purged,
+    # then its DELETE fails. A ProgrammingError traceback said neither.
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE outbox_message RENAME TO outbox_message_away")
+    out = StringIO()
+    with pytest.raises(CommandError, match=r"outbox_message.*does not exist"):
+        call_command("purge_idempotency", "--only=idempotency,outbox", stdout=out)
+
+    assert "idempotency: deleted 3" in out.getvalue()
 
 
 def test_command_pauses_between_batches(mixed_records, rests):
