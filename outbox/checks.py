@@ -11,7 +11,7 @@ from .api import debezium_unsupported
 from .conf import CELERY, DEBEZIUM, outbox_settings
 from .models import OutboxMessage
 from .publishers import CeleryTaskPublisher, InMemoryPublisher, KombuPublisher
-from .relay import make_publisher
+from .relay import lapsing_lease, make_publisher
 
 RELAY_TASK = "outbox.relay"
 
@@ -47,6 +47,14 @@ def check_publisher(app_configs=None, **kwargs):
                 "OUTBOX['PUBLISHER_OPTIONS'] do not fit the publisher.",
                 hint=f"{type(exc).__name__}: {exc}",
                 id="outbox.E005",
+            )
+        ]
+    if merged["RELAY"] != DEBEZIUM and (why := lapsing_lease(publisher)):
+        return [
+            Error(
+                "OUTBOX['LEASE'] lapses while the publisher awaits the broker.",
+                hint=why,
+                id="outbox.E012",
             )
         ]
     unknown = (

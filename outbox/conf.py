@@ -61,7 +61,9 @@ outbox_settings = AppSettings(
             timedelta(seconds=60),
             duration,
             "outbox.E004",
-            doc="How long a claim is held before another relay may take the message.",
+            doc="How long a claim is held before another relay may take the "
+            "message; longer than the publisher's wait on the broker "
+            "(outbox.E012).",
         ),
         "MAX_ATTEMPTS": Option(
             20,

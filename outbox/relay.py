@@ -31,6 +31,7 @@ from django.db.models.sql import UpdateQuery
 
 from idempotency.shared import clock, isolation, storable, tracing
 from idempotency.shared.settings import InvalidSetting, as_timedelta, duration
+from idempotency.shared.settings import seconds as in_seconds
 
 from . import signals
 from .conf import DEBEZIUM, outbox_settings
@@ -114,11 +115,29 @@ def _argument(name, validate, value):
 def make_publisher():
     publisher = outbox_settings.PUBLISHER
     try:
-        return publisher(**outbox_settings.PUBLISHER_OPTIONS)
+        made = publisher(**outbox_settings.PUBLISHER_OPTIONS)
     except TypeError as exc:  # a misspelled or missing option
         raise OutboxConfigurationError(
             f"OUTBOX['PUBLISHER_OPTIONS'] do not fit {publisher.__qualname__}: {exc}"
         ) from exc
+    if why := lapsing_lease(made):
+        raise OutboxConfigurationError(why)
+    return made
+
+
+def lapsing_lease(publisher) -> str | None:
+    """Why LEASE would lapse while ``publisher`` still awaits the broker, or
+    None: the next relay would claim that batch and publish it again."""
+    lease = as_timedelta(outbox_settings.LEASE).total_seconds()
+    wait = publisher.longest_wait()
+    if lease > wait:
+        return None
+    return (
+        f"OUTBOX['LEASE'] ({in_seconds(lease)}) is not longer than "
+        f"{type(publisher).__name__}'s wait on the broker ({in_seconds(wait)}): "
+        "a batch still awaited would be claimed and published again. Raise "
+        "LEASE, or lower the publisher's confirm_timeout or connect_timeout."
+    )
 
 
 def claim(limit: int, *, using: str | None = None) -> list[OutboxMessage]:

@@ -25,6 +25,13 @@ class BasePublisher:
         """Hand over one ``OutboxMessage``; raise when the broker did not take it."""
         raise NotImplementedError(".publish() must be overridden.")
 
+    def longest_wait(self) -> float:
+        """Seconds one ``publish_many()`` may spend waiting on the broker
+        (connecting, confirms); 0 when it does not say. ``OUTBOX['LEASE']``
+        must be longer (outbox.E012): a batch still awaited after its lease
+        is claimed and published again by the next relay."""
+        return 0
+
     def publish_many(self, messages) -> dict:
         """Hand over several messages; return ``{message id: exception}`` for
         each the broker did not take, keyed by ``message.id`` or its text.

@@ -73,6 +73,10 @@ class CeleryTaskPublisher(BasePublisher):
         # kombu's Connection, made by open().
         self.connection: Any = None
 
+    def longest_wait(self) -> float:
+        # Each task awaits its own ack: one task's wait at least.
+        return self.confirm_timeout
+
     def get_app(self) -> Celery:
         # The app this process configured, not the lazy proxy to it.
         return self.app or current_app._get_current_object()  # type: ignore[attr-defined]

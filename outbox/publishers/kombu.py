@@ -91,6 +91,10 @@ class KombuPublisher(BasePublisher):
         # Message id -> why the broker returned it; see _on_return().
         self._returned: dict[str, Exception] = {}
 
+    def longest_wait(self) -> float:
+        # A batch connects, then awaits all its confirms together.
+        return self.connect_timeout + self.confirm_timeout
+
     def get_url(self) -> str:
         if self.url:
             return self.url

@@ -1,11 +1,12 @@
 """One test per system check id of the outbox."""
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.test.utils import override_settings
 from kombu import Queue
 
-from outbox import checks
+from outbox import checks, relay
 from tests.servers import AMQP_URL
 
 
@@ -151,6 +152,30 @@ def test_e009_a_task_name_no_worker_of_this_app_runs():
             OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}
         ):
             assert checks.check_publisher() == []
+
+
+@pytest.mark.parametrize(
+    ("publisher", "options", "waits"),
+    [
+        ("KombuPublisher", {"url": AMQP_URL}, 35),  # connect 5 s + confirms 30 s
+        ("CeleryTaskPublisher", {"tasks": {}, "confirm_timeout": 45}, 45),
+    ],
+)
+def test_e012_a_lease_that_lapses_while_the_broker_is_awaited(
+    publisher, options, waits
+):
+    # A batch still awaiting its confirms after LEASE is claimed by the next
+    # relay and published again; its attempts mount until it is dead.
+    path = f"outbox.publishers.{publisher}"
+    lapsing = {"PUBLISHER": path, "PUBLISHER_OPTIONS": options, "LEASE": waits}
+    with override_settings(OUTBOX=lapsing):
+        [error] = checks.check_publisher()
+        assert error.id == "outbox.E012"
+        assert f"({waits} s)" in error.hint
+        with pytest.raises(ImproperlyConfigured, match=r"OUTBOX\['LEASE'\]"):
+            relay.drain()
+    with override_settings(OUTBOX={**lapsing, "LEASE": waits + 1}):
+        assert checks.check_publisher() == []
 
 
 @pytest.mark.parametrize("remote_tasks", [False, True])
