@@ -81,6 +81,26 @@ def test_the_slot_is_named_as_postgresql_allows_whatever_the_connector_name(name
     assert config["config"]["slot.name"] == slot
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--name", ""),
+        ("--name", "   "),
+        ("--topic-prefix", ""),
+        ("--topic-prefix", "shop events"),
+        ("--topic-prefix", "shop/events"),
+        ("--topic-prefix", "a" * 250),
+    ],
+)
+def test_a_name_or_topic_prefix_kafka_would_refuse_is_a_usage_error(option, value):
+    # Printed, the config failed only when Kafka Connect refused it: an
+    # empty connector name, or a topic prefix outside Kafka's topic names.
+    out = StringIO()
+    with pytest.raises(CommandError, match=f"argument {option}"):
+        call_command("outbox_debezium_config", option, value, stdout=out)
+    assert out.getvalue() == ""
+
+
 def test_an_unknown_database_alias_is_refused_naming_the_configured_ones():
     with pytest.raises(CommandError, match=r"invalid choice: 'nope'.*'default'"):
         call_command("outbox_debezium_config", "--database", "nope")

@@ -1,6 +1,8 @@
 """Print the Debezium connector config for the outbox table."""
 
 import json
+import re
+from argparse import ArgumentTypeError
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections, router
@@ -8,13 +10,32 @@ from django.db import DatabaseError, connections, router
 from ...debezium import connector_config
 from ...models import OutboxMessage
 
+# Kafka's topic names (its Topic.LEGAL_CHARS and length): Debezium refuses a
+# topic.prefix of any other character.
+TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def connector_name(value: str) -> str:
+    if not value.strip():
+        raise ArgumentTypeError("Kafka Connect needs a connector name.")
+    return value
+
+
+def topic_prefix(value: str) -> str:
+    if not TOPIC.fullmatch(value):
+        raise ArgumentTypeError(
+            f"{value!r} is no Kafka topic name: 1 to 249 letters, digits, "
+            "'.', '_' or '-'."
+        )
+    return value
+
 
 class Command(BaseCommand):
     help = "Print the Debezium connector + outbox event router config as JSON."
 
     def add_arguments(self, parser):
-        parser.add_argument("--name", default="once-outbox")
-        parser.add_argument("--topic-prefix", default="once")
+        parser.add_argument("--name", default="once-outbox", type=connector_name)
+        parser.add_argument("--topic-prefix", default="once", type=topic_prefix)
         # Choices, as Django's own commands give them: an unknown alias is a
         # usage error naming the configured ones, not a ConnectionDoesNotExist.
         parser.add_argument(
