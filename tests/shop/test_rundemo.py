@@ -22,6 +22,21 @@ def test_a_busy_address_is_refused_before_the_worker_and_beat_start(monkeypatch)
     assert started == []
 
 
+@pytest.mark.parametrize(
+    "address", ["localhost", "127.0.0.1:http", "127.0.0.1:99999", "127.0.0.1:-1"]
+)
+def test_a_malformed_address_is_refused_readably(address, monkeypatch):
+    # A port that is no number or out of range raised ValueError or
+    # OverflowError from int() or bind(): a traceback instead of a hint.
+    started = []
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: started.append(a))
+    monkeypatch.setenv("DEMO_ADDRESS", address)
+
+    with pytest.raises(CommandError, match="DEMO_ADDRESS"):
+        call_command("rundemo")
+    assert started == []
+
+
 class _Child:
     def terminate(self):
         pass

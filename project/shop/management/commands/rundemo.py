@@ -63,6 +63,11 @@ class Command(BaseCommand):
 
 def refuse_a_busy_address(address):
     host, _, port = address.rpartition(":")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise CommandError(
+            f"DEMO_ADDRESS={address!r} is no HOST:PORT with a port of 0 to "
+            "65535, e.g. DEMO_ADDRESS=127.0.0.1:8001 make demo"
+        )
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
