@@ -228,6 +228,16 @@ def test_a_command_meeting_a_table_not_migrated_says_what_it_deleted(
     assert "idempotency: deleted 3" in out.getvalue()
 
 
+def test_an_unknown_database_alias_is_refused_naming_the_configured_ones(
+    mixed_records,
+):
+    with pytest.raises(CommandError, match=r"invalid choice: 'nope'.*'default'"):
+        call_command("purge_idempotency", "--database", "nope")
+    with pytest.raises(ValueError, match="Unknown database 'nope'"):
+        run_the_task(using="nope")
+    assert len(remaining_keys()) == 5
+
+
 def test_command_pauses_between_batches(mixed_records, rests):
     call_command(
         "purge_idempotency", "--only=idempotency", "--batch-size=1", "--pause=0.1"
