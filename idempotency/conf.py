@@ -58,8 +58,10 @@ replay_headers = header_names(
 TTL_FLOOR = timedelta(minutes=1)
 # An ordinary request outlasts a shorter lease, so a retry would run it again.
 LEASE_FLOOR = timedelta(seconds=1)
-# The database's lock timeout counts whole milliseconds.
+# The database's lock timeout counts whole milliseconds, in an int: past
+# PostgreSQL's ceiling every keyed request failed setting it.
 WAIT_FLOOR = timedelta(milliseconds=1)
+WAIT_CEILING = timedelta(milliseconds=2**31 - 1)
 
 key_ttl = duration_of_at_least(
     TTL_FLOOR, "A key forgotten sooner is gone before a client's retry arrives."
@@ -67,7 +69,19 @@ key_ttl = duration_of_at_least(
 lease = duration_of_at_least(
     LEASE_FLOOR, "A shorter lease lapses while the first attempt still runs."
 )
-wait = duration_of_at_least(WAIT_FLOOR, "Lock waits count whole milliseconds.")
+_wait_floor = duration_of_at_least(WAIT_FLOOR, "Lock waits count whole milliseconds.")
+
+
+def wait(value) -> timedelta:
+    delta = _wait_floor(value)
+    if delta > WAIT_CEILING:
+        raise InvalidSetting(
+            f"must be at most {seconds(WAIT_CEILING)}, not {seconds(delta)}.",
+            "PostgreSQL's lock_timeout holds at most 2,147,483,647 ms; a "
+            "duplicate waits seconds for the first request, not days.",
+        )
+    return delta
+
 
 # Each anonymous keyed request counts up to this many live records (LIMIT cap
 # + 1): past PostgreSQL's bigint every such request failed in the database.
@@ -136,7 +150,7 @@ idempotency_settings = AppSettings(
             wait,
             "idempotency.E004",
             doc="How long a duplicate waits for the first request before 409; "
-            "at least 1 ms.",
+            "at least 1 ms, at most 2,147,483.647 s (PostgreSQL's lock_timeout).",
         ),
         "LEASE": Option(
             timedelta(seconds=30),

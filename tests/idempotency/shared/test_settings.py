@@ -165,3 +165,17 @@ def test_a_ttl_a_retry_could_outrun_is_refused_at_the_first_keyed_request(
     for _ in range(2):
         assert api.post(path, {"name": "a"}, key="k1").status_code == 500
     assert not Widget.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_wait_past_the_databases_lock_timeout_is_refused_by_name(api, settings):
+    # PostgreSQL's lock_timeout holds at most 2,147,483,647 ms: a WAIT of 30
+    # days passed the check, then every keyed request failed in the database
+    # (DataError: invalid value for parameter "lock_timeout").
+    from idempotency.checks import check_settings
+
+    settings.IDEMPOTENCY = {"WAIT": timedelta(days=30), "TTL": timedelta(days=60)}
+
+    assert [error.id for error in check_settings()] == ["idempotency.E004"]
+    with pytest.raises(ImproperlyConfigured, match=r"\['WAIT'\]"):
+        api.post("/t/widgets/", {"name": "a"}, key="k1")
