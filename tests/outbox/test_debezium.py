@@ -7,6 +7,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from django.test.utils import override_settings
 
 # The command asks the database where the table is.
 pytestmark = pytest.mark.django_db
@@ -99,6 +100,21 @@ def test_a_name_or_topic_prefix_kafka_would_refuse_is_a_usage_error(option, valu
     with pytest.raises(CommandError, match=f"argument {option}"):
         call_command("outbox_debezium_config", option, value, stdout=out)
     assert out.getvalue() == ""
+
+
+def test_a_connector_for_a_table_the_celery_relay_drains_comes_with_a_warning():
+    # Started beside the Celery relay, the connector publishes every event a
+    # second time (check outbox.E006 refuses the converse: beat's relay in
+    # Debezium mode). The config alone said nothing of it.
+    out, err = StringIO(), StringIO()
+    call_command("outbox_debezium_config", stdout=out, stderr=err)
+
+    assert json.loads(out.getvalue())["name"] == "once-outbox"
+    assert "OUTBOX['RELAY'] is 'celery'" in err.getvalue()
+    with override_settings(OUTBOX={"RELAY": "debezium"}):
+        err = StringIO()
+        call_command("outbox_debezium_config", stdout=StringIO(), stderr=err)
+    assert err.getvalue() == ""
 
 
 def test_an_unknown_database_alias_is_refused_naming_the_configured_ones():

@@ -4,9 +4,11 @@ import json
 import re
 from argparse import ArgumentTypeError
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections, router
 
+from ...conf import DEBEZIUM, outbox_settings
 from ...debezium import connector_config
 from ...models import OutboxMessage
 
@@ -47,6 +49,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
+        try:
+            relay = outbox_settings.RELAY
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from exc
         using = options["database"] or router.db_for_write(OutboxMessage)
         try:
             config = connector_config(
@@ -60,3 +66,13 @@ class Command(BaseCommand):
                 "another with --database."
             ) from exc
         self.stdout.write(json.dumps(config, indent=2))
+        if relay != DEBEZIUM:
+            # Beside the Celery relay the connector publishes every event a
+            # second time (outbox.E006 refuses the converse).
+            self.stderr.write(
+                self.style.WARNING(
+                    f"OUTBOX['RELAY'] is {relay!r}: set it to 'debezium' before "
+                    "this connector starts, or the Celery relay publishes every "
+                    "event too."
+                )
+            )
