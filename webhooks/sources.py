@@ -63,11 +63,23 @@ def validate(name, config) -> tuple[Source | None, Sequence[Problem]]:
     )
     if problems:
         return None, problems
-    verifier = values["VERIFIER"](
-        secrets=values["SECRETS"],
-        tolerance=values["TOLERANCE"],
-        options=values["OPTIONS"],
-    )
+    try:
+        verifier = values["VERIFIER"](
+            secrets=values["SECRETS"],
+            tolerance=values["TOLERANCE"],
+            options=values["OPTIONS"],
+        )
+    except (TypeError, ValueError, ImproperlyConfigured) as exc:
+        # A verifier may refuse its options when made, as the publishers do:
+        # the source is refused, never a crash of the check or the intake.
+        return None, [
+            Problem(
+                where,
+                "is refused by its verifier.",
+                "webhooks.E011",
+                f"{type(exc).__name__}: {exc}",
+            )
+        ]
     problems = [
         Problem(
             where,

@@ -101,6 +101,20 @@ def test_e011_verifier_rejects_its_settings(settings, config):
     assert ids(settings, {"x": config}) == ["webhooks.E011"]
 
 
+def test_e011_a_verifier_that_refuses_its_options_when_made(settings):
+    # Its ValueError crashed the check: a traceback instead of the source.
+    config = {
+        "VERIFIER": "tests.webhooks.test_views.RegionalVerifier",
+        "SECRETS": [signing.HMAC_SECRET],
+    }
+    settings.WEBHOOKS = {"SOURCES": {"x": config}}
+
+    [error] = check_settings()
+    assert error.id == "webhooks.E011"
+    assert "['x']" in error.msg
+    assert "'eu' or 'us'" in error.hint
+
+
 def test_messages_are_short(settings):
     settings.WEBHOOKS = {"SOURCES": {"x": {"VERIFIER": "nope", "TOLERANCE": 0}}}
     assert all(len(error.msg) < 80 for error in check_settings())

@@ -594,6 +594,34 @@ def test_a_timestamp_option_that_names_no_header_fails_that_source_closed(
     assert deliver().status_code == 202
 
 
+class RegionalVerifier(HmacVerifier):
+    """A custom verifier that refuses its options when made, as the bundled
+    publishers refuse theirs."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        raise ValueError("OPTIONS['REGION'] must be 'eu' or 'us'")
+
+
+def test_a_verifier_that_refuses_its_options_when_made_fails_that_source_closed(
+    webhook_sources, caplog
+):
+    # Its ValueError crashed the source's validation: the intake answered
+    # Django's HTML 500 (and manage.py check crashed, tests/webhooks/
+    # test_checks.py).
+    webhook_sources.WEBHOOKS["SOURCES"]["hmac"]["VERIFIER"] = (
+        f"{__name__}.RegionalVerifier"
+    )
+    body = signing.event_body()
+
+    response = post("/webhooks/hmac/", body, signing.hmac_headers(body))
+
+    assert response.status_code == 500
+    assert problem(response)["type"].endswith("/webhook-misconfigured")
+    assert "'eu' or 'us'" in caplog.text
+    assert deliver().status_code == 202
+
+
 def test_an_option_that_is_no_name_fails_that_source_closed(webhook_sources):
     # Reporting it as unknown crashed the source's validation: Django's HTML
     # 500 at the intake instead of the source's refusal.
