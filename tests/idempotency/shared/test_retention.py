@@ -238,6 +238,15 @@ def test_an_unknown_database_alias_is_refused_naming_the_configured_ones(
     assert len(remaining_keys()) == 5
 
 
+def test_kinds_listed_with_spaces_are_read_as_written(mixed_records):
+    # "idempotency, units" was refused: " units" is no kind.
+    out = StringIO()
+    call_command("purge_idempotency", "--only", "idempotency, units", stdout=out)
+
+    assert "idempotency: deleted 3" in out.getvalue()
+    assert "units: deleted 0" in out.getvalue()
+
+
 def test_command_pauses_between_batches(mixed_records, rests):
     call_command(
         "purge_idempotency", "--only=idempotency", "--batch-size=1", "--pause=0.1"
