@@ -35,8 +35,9 @@ from .tasks import relay
 class RelayKicker:
     def __init__(self, monotonic=time.monotonic):
         self._monotonic = monotonic
-        # Database alias -> the Kicker of its relay runs.
-        self._kickers: dict[str, Kicker] = {}
+        # (Database alias, whether the router names it) -> the Kicker of its
+        # relay runs.
+        self._kickers: dict[tuple[str, bool], Kicker] = {}
         self._lock = threading.Lock()
         # Events recorded by this thread since its last kick, per alias. A
         # rolled-back transaction leaves its count behind; the next commit
@@ -74,20 +75,21 @@ class RelayKicker:
         return self._recorded.counts
 
     def _kicker(self, using: str) -> Kicker:
+        # The router's alias is the task's default: no argument, as beat's
+        # entry sends it. Another one is named, or its relay would drain the
+        # router's database and never this one. Asked at each kick: the
+        # router can change (override_settings(DATABASE_ROUTERS=...)).
+        routed = using == router.db_for_write(OutboxMessage)
         with self._lock:
-            if using not in self._kickers:
-                # The router's alias is the task's default: no argument, as
-                # beat's entry sends it. Another one is named, or its relay
-                # would drain the router's database and never this one.
-                routed = using == router.db_for_write(OutboxMessage)
-                self._kickers[using] = Kicker(
+            if (using, routed) not in self._kickers:
+                self._kickers[using, routed] = Kicker(
                     send_task(relay, None if routed else {"using": using}),
                     lambda: outbox_settings.KICK_INTERVAL,
                     logging.getLogger("outbox"),
                     "the outbox relay",
                     monotonic=self._monotonic,
                 )
-            return self._kickers[using]
+            return self._kickers[using, routed]
 
 
 relay_kicker = RelayKicker()

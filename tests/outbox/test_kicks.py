@@ -8,6 +8,7 @@ from django.test.utils import override_settings
 from outbox import tasks
 from outbox.api import record
 from outbox.kicks import RelayKicker
+from outbox.models import OutboxMessage
 
 from .conftest import IN_MEMORY
 
@@ -117,3 +118,34 @@ def test_no_kick_when_kicking_is_off(kicker, sends):
     with override_settings(OUTBOX={"KICK_ON_COMMIT": False}):
         commit_events()
     assert sends == []
+
+
+class OutboxElsewhere:
+    """A router that writes the outbox to another alias, as a project's
+    tests may switch to with override_settings."""
+
+    def db_for_write(self, model, **hints):
+        return "elsewhere" if model is OutboxMessage else None
+
+
+@KICKING
+def test_a_kick_follows_the_router_that_override_settings_sets(kicker, monkeypatch):
+    # The kicker of an alias remembered whether the router named it when it
+    # first kicked: after DATABASE_ROUTERS changed, an event recorded on
+    # "default" kicked a relay of the router's new alias, which never reads
+    # it (the event waited for beat).
+    relays = []
+    monkeypatch.setattr(
+        tasks.relay,
+        "apply_async",
+        lambda *args, kwargs=None, **options: relays.append(kwargs),
+    )
+    commit_events()
+    kicker.clock.now += 1
+    with (
+        override_settings(DATABASE_ROUTERS=[f"{__name__}.OutboxElsewhere"]),
+        transaction.atomic(using="default"),
+    ):
+        record("order", 1, "order.created", {}, using="default")
+
+    assert relays == [None, {"using": "default"}]
