@@ -7,6 +7,7 @@ from urllib.parse import quote_plus
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
 from django.test import Client
 
 from tests.testapp.models import Widget
@@ -335,3 +336,31 @@ def test_a_handler_that_cannot_be_hashed_runs():
     deliver()
     assert processing.process(receipt().pk) == "processed"
     assert Widget.objects.get().name == "forwarded evt_1"
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_waiting_reads_where_writes_go(clock, reads_from_a_replica):
+    # Beat's safety net decides what to enqueue: a replica behind the primary
+    # still shows a receipt received that a worker has processed since.
+    waiting = WebhookReceipt.objects.create(
+        source="github",
+        delivery_id="evt_1",
+        event_type="push",
+        state="received",
+        body=b"{}",
+        headers={},
+        received_at=clock.now(),
+    )
+    clock.advance(minutes=10)
+    enqueued = []
+
+    with transaction.atomic():
+        # Processed on the primary; the replica has not caught up yet.
+        WebhookReceipt.objects.using("default").filter(pk=waiting.pk).update(
+            state="processed", processed_at=clock.now()
+        )
+        count = processing.enqueue_waiting(timedelta(minutes=5), enqueued.append)
+
+    assert enqueued == []
+    assert count == 0
