@@ -1,6 +1,7 @@
 """Inbox messages in the operations console."""
 
 from django.contrib import admin, messages
+from django.db import router
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -54,7 +55,9 @@ class InboxMessageAdmin(console.ReadOnlyAdmin):
     def replay(self, request, queryset):
         # The same task id and arguments, so the same message id: a second
         # replay, or a click on a row applied meanwhile, applies nothing twice.
-        dead = list(queryset.dead())
+        # Read where writes go: a replica behind it still lists dead a
+        # message a redelivery has applied since.
+        dead = list(queryset.dead().using(router.db_for_write(InboxMessage)))
         # Left dead like a compensated one, but with its undos unfinished.
         compensating = ops.still_compensating(dead)
         sent, error = [], None

@@ -100,9 +100,16 @@ def _given_up(messages) -> set[str]:
 
 
 def _units_in(messages, states) -> set[str]:
+    if not messages:
+        return set()
+    # On the messages' database, where their units live (receive_steps()
+    # begins them there): read elsewhere, a replica behind it, a unit that
+    # gave up would look running and its message would be replayed.
     return set(
-        UnitRecord.objects.filter(
+        UnitRecord.objects.using(messages[0]._state.db)
+        .filter(
             pk__in=[_unit(message).identity for message in messages],
             state__in=states,
-        ).values_list("pk", flat=True)
+        )
+        .values_list("pk", flat=True)
     )
