@@ -239,6 +239,9 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
         # unit up) would run no step: it would end processed, applying nothing.
         # One still compensating (an undo raised) is left to Units of work,
         # whose abandon finishes its undos.
+        # Read where writes go: a replica behind it may not show a unit
+        # that gave up yet, and the receipt would be reopened.
+        queryset = console.for_writing(queryset)
         failed = queryset.filter(state=State.FAILED)
         compensated = _given_up(failed, UnitState.COMPENSATED)
         compensating = _given_up(failed, UnitState.COMPENSATING)
@@ -289,6 +292,8 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
         # attempts, so a second submit of the page (or a concurrent one)
         # finds them reopened or processed again and leaves them alone.
         seen = _parse_versions(request.POST.get("versions", ""))
+        # Read where writes go, as the replay does.
+        queryset = console.for_writing(queryset)
         # A steps handler's finished unit would return every step's stored
         # result: nothing would run again, so none is queued as if it would.
         steps_finished = _steps_finished(
@@ -358,7 +363,8 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
 def _given_up(receipts, state) -> list[int]:
     """The ids of ``receipts`` whose unit of steps gave up and is ``state``
     (compensating, or compensated)."""
-    return _units_in(receipts.values_list("pk", "source", "delivery_id"), (state,))
+    rows = receipts.values_list("pk", "source", "delivery_id")
+    return _units_in(rows, (state,), using=receipts.db)
 
 
 def _steps_finished(receipts) -> list[int]:
@@ -384,12 +390,14 @@ def _steps_finished(receipts) -> list[int]:
             if by_steps(source, event)
         ],
         (UnitState.DONE, *GIVEN_UP),
+        using=receipts.db,
     )
 
 
-def _units_in(receipts, states) -> list[int]:
+def _units_in(receipts, states, *, using) -> list[int]:
     """The ids of ``receipts`` (pk, source, delivery id) whose unit of steps
-    is in one of ``states``."""
+    is in one of ``states``; read on ``using``, the receipts' database, where
+    processing keeps their units."""
     by_identity = {
         Unit(WEBHOOKS, (source, delivery_id)).identity: pk
         for pk, source, delivery_id in receipts
@@ -397,9 +405,11 @@ def _units_in(receipts, states) -> list[int]:
     identities = list(by_identity)
     found: list[str] = []
     for start in range(0, len(identities), GIVEN_UP_BATCH):
-        found += UnitRecord.objects.filter(
-            pk__in=identities[start : start + GIVEN_UP_BATCH], state__in=states
-        ).values_list("pk", flat=True)
+        found += (
+            UnitRecord.objects.using(using)
+            .filter(pk__in=identities[start : start + GIVEN_UP_BATCH], state__in=states)
+            .values_list("pk", flat=True)
+        )
     return [by_identity[identity] for identity in found]
 
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
+from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
@@ -544,3 +545,46 @@ def test_a_replay_locks_and_writes_where_writes_go(
     assert answer.status_code == 200
     failed.refresh_from_db()
     assert failed.state != "failed"
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_replay_reads_the_receipts_units_where_writes_go(
+    client, operator, act, reads_from_a_replica
+):
+    gave_up = receipt("d1", "failed")
+    grant(operator, "replay_webhookreceipt")
+    client.force_login(operator)
+
+    with transaction.atomic():
+        # Its last attempt gave its unit up on the primary; the replica has
+        # not caught up yet.
+        unit_given_up("d1", "compensated")
+        answer = act("replay", gave_up)
+
+    assert "1 failed receipt was left failed" in answer.content.decode()
+    assert WebhookReceipt.objects.using("default").get(pk=gave_up.pk).state == "failed"
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_force_reprocess_reads_the_receipts_units_where_writes_go(
+    client, operator, handler_registry, act, submit, reads_from_a_replica
+):
+    @handler_registry.on("github", "push", steps=True)
+    def push(event):
+        event.step("ship", ship)
+
+    done = receipt("d1", "processed")
+    grant(operator, "reprocess_webhookreceipt")
+    client.force_login(operator)
+
+    with transaction.atomic():
+        # Its steps finished their unit on the primary; the replica has not
+        # caught up yet.
+        unit_given_up("d1", "done")
+        answer = submit(act("force_reprocess", done))
+
+    assert "1 receipt was left alone" in answer.content.decode()
+    left = WebhookReceipt.objects.using("default").get(pk=done.pk)
+    assert (left.state, left.attempts) == ("processed", 0)
