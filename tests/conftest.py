@@ -1,9 +1,10 @@
 import base64
+from contextlib import contextmanager
 
 import psycopg
 import pytest
 from django.contrib.auth.models import Permission
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.test import Client
 from django.utils import timezone
 
@@ -187,3 +188,14 @@ def reads_from_a_replica(settings):
     connections["replica"].close()
     del connections["replica"]
     del connections.settings["replica"]
+
+
+@contextmanager
+def replica_behind(alias="replica"):
+    """Stop the replica where it is: inside the block, its reads see the
+    database as it was on entry (a REPEATABLE READ snapshot), as a replica
+    lagging behind the primary's commits would."""
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        cursor.execute("SELECT 1")  # takes the snapshot
+        yield

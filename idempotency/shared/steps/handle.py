@@ -90,8 +90,12 @@ def begin(
         row = _locked_or_created(unit, label, db, now)
         # A unit left compensating still owes undos, whatever its owner's
         # age: it is joined as given up, and its next give_up continues them.
+        # The unit's steps on its own database: a related manager reads where
+        # the router sends reads (a replica, behind the primary), and a retry
+        # would find no recovery point and call out again.
+        steps = StepRecord.objects.using(db).filter(unit=row)
         if fresh and row.attempt and row.state != UnitState.COMPENSATING:
-            row.steps.all().delete()
+            steps.delete()
             row.state, row.reason, row.error, row.created_at = (
                 UnitState.RUNNING,
                 "",
@@ -106,7 +110,7 @@ def begin(
         row.label, row.updated_at = label[:255], now
         row.save()
         results = dict(
-            row.steps.exclude(state=StepState.FAILED).values_list("name", "result")
+            steps.exclude(state=StepState.FAILED).values_list("name", "result")
         )
     return Steps(unit, row, lease=lease, using=db, results=results, renew=renew)
 

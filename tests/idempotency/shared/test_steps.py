@@ -24,7 +24,7 @@ from idempotency.shared.steps import (
 )
 from idempotency.shared.steps.models import StepRecord, UnitRecord
 from idempotency.shared.units import KEYS, Unit
-from tests.conftest import run_concurrently
+from tests.conftest import replica_behind, run_concurrently
 from tests.signals import listening
 from tests.testapp.models import Widget
 
@@ -298,6 +298,20 @@ def test_a_fresh_owner_starts_the_unit_over():
     start().step("charge", charge)
     start(fresh=True).step("charge", charge)
     assert len(calls) == 2
+
+
+@pytest.mark.postgresql
+def test_a_unit_joined_again_reads_its_recovery_points_where_writes_go(
+    reads_from_a_replica,
+):
+    # The recovery points decide which steps run: read on a replica behind
+    # the primary, a retry found none and called the provider again.
+    with replica_behind():
+        start().step("charge", charge)
+        retry = start()
+        assert retry.step("charge", charge) == {"charge": "ch_1", "amount": 500}
+
+    assert calls == [("charge", UNIT.derive("charge"), None)]
 
 
 # --- the fence ---------------------------------------------------------------
