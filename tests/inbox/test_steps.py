@@ -330,6 +330,37 @@ def test_a_steps_consumer_on_another_database_runs_its_atomic_steps_there(
     assert not Widget.objects.using(other_alias).exists()
 
 
+@pytest.mark.postgresql
+def test_a_steps_consumer_on_another_database_writes_its_unit_only_there(
+    other_alias, reads_from_a_replica
+):
+    """receive_steps(using=...) under a router that sends writes to "default":
+    each of the unit's writes goes where the caller said, not where the
+    router sends them (on another server, a row that is not there; here,
+    on the same one, a wait on the other alias's own uncommitted row)."""
+    from django.db import connections
+    from django.test.utils import CaptureQueriesContext
+
+    default = connections["default"]
+    with default.cursor() as cursor:
+        cursor.execute("SET lock_timeout = '2s'")  # fail, not hang, on that wait
+    try:
+        with (
+            CaptureQueriesContext(default) as on_default,
+            receive_steps("shipping", "m1", using=other_alias) as delivery,
+        ):
+            delivery.step("book", called("book"), undo=undo_step)
+            raise Abandon("the order was cancelled")
+    finally:
+        with default.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+
+    table = UnitRecord._meta.db_table
+    assert [q["sql"] for q in on_default.captured_queries if table in q["sql"]] == []
+    unit = UnitRecord.objects.using(other_alias).get()
+    assert (unit.state, calls) == ("compensated", ["book", "undo book"])
+
+
 def test_a_worker_that_stalls_before_its_unit_begins_leaves_an_applied_one_alone(
     clock, monkeypatch
 ):

@@ -128,7 +128,7 @@ def _take(unit_identity, reason, db, lease, attempt) -> UnitRecord | None:
         unit.reason = unit.reason or storable.text(str(reason))
         unit.error = ""
         unit.updated_at = now
-        unit.save()
+        unit.save(using=db)  # not the router's: the caller's using= (begin())
     return unit
 
 

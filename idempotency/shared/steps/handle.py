@@ -108,7 +108,9 @@ def begin(
             row.attempt += 1
             row.lease_expires_at = now + lease
         row.label, row.updated_at = label[:255], now
-        row.save()
+        # On the unit's database: save() alone asks the router, which may
+        # send it elsewhere than the owner's using=.
+        row.save(using=db)
         results = dict(
             steps.exclude(state=StepState.FAILED).values_list("name", "result")
         )
