@@ -19,6 +19,7 @@ class InboxConfig(appconfig.OnceAppConfig):
     ]
     retention_kinds = {"inbox": ["inbox.ops.purgeable"]}
     unit_owners = {"inbox": "inbox.conf.checked_retention"}
+    kept_units = ["inbox.ops.kept_units"]
     console_panels = ["inbox.ops.panel"]
     metric_receivers = ["inbox.metrics.RECEIVERS"]
     metric_gauges = ["inbox.metrics.gauges"]

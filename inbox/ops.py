@@ -1,6 +1,7 @@
 """What the inbox contributes to operations: retention and a panel."""
 
 from celery import current_app
+from django.db import router
 from django.db.models import Sum
 from django.utils.translation import gettext as _
 
@@ -16,6 +17,8 @@ from idempotency.shared.steps.models import UnitRecord
 
 from .conf import checked_retention
 from .models import InboxMessage
+
+State = InboxMessage.State
 
 
 def panel(now) -> Panel:
@@ -42,6 +45,20 @@ def panel(now) -> Panel:
 
 def purgeable(now):
     return InboxMessage.objects.purgeable(now, checked_retention())
+
+
+def kept_units() -> list[str]:
+    """The units of the rows the purge keeps whatever their age: a dead one
+    (a replay, a redelivery applies it) and a running one (its redelivery
+    resumes it). Their unit stays as long: purged, a given-up unit would
+    let that run do its steps again."""
+    # Where writes go: a replica behind it may not show a row dead yet.
+    rows = InboxMessage.objects.using(router.db_for_write(InboxMessage))
+    kept = rows.filter(state__in=(State.DEAD, State.RUNNING))
+    return [
+        units.Unit(units.INBOX, parts).identity
+        for parts in kept.values_list("subscriber", "message_id").iterator()
+    ]
 
 
 def replay(messages, *, connection=None) -> list[InboxMessage]:

@@ -21,6 +21,7 @@ class WebhooksConfig(appconfig.OnceAppConfig):
         "webhooks": ["webhooks.ops.purgeable_receipts", "webhooks.ops.purgeable_counts"]
     }
     unit_owners = {"webhooks": "webhooks.sources.checked_retention"}
+    kept_units = ["webhooks.ops.kept_units"]
     console_panels = ["webhooks.ops.panel"]
     console_series = [(_("receipts received"), "webhooks.ops.received_per_hour")]
     metric_receivers = ["webhooks.metrics.RECEIVERS"]

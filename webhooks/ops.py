@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+from django.db import router
 from django.db.models import Sum
 from django.utils.translation import gettext as _
 
@@ -12,6 +13,7 @@ from idempotency.console.panels import (
     changelist_url,
     hourly_counts,
 )
+from idempotency.shared import units
 
 from .conf import webhooks_settings
 from .models import WebhookReceipt, WebhookRejection
@@ -70,3 +72,17 @@ def purgeable_receipts(now):
 
 def purgeable_counts(now):
     return WebhookRejection.objects.purgeable(now)
+
+
+def kept_units() -> list[str]:
+    """The units of the receipts the purge keeps whatever their age
+    (received, failed): a replay or the provider's resend runs them again.
+    Their unit stays as long: purged, a given-up unit would let that run do
+    its steps again."""
+    # Where writes go: a replica behind it may not show a receipt failed yet.
+    receipts = WebhookReceipt.objects.using(router.db_for_write(WebhookReceipt))
+    kept = receipts.exclude(state__in=WebhookReceipt.FINISHED)
+    return [
+        units.Unit(units.WEBHOOKS, parts).identity
+        for parts in kept.values_list("source", "delivery_id").iterator()
+    ]

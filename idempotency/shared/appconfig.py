@@ -36,6 +36,10 @@ class OnceAppConfig(AppConfig):
     # A unit kind -> the dotted path of a function returning how long its
     # owner's record can still bring a retry (the floor of UNIT_RETENTION).
     unit_owners: Mapping[str, str] = {}
+    # Dotted paths of functions returning the identities of the units whose
+    # owner's record is kept whatever its age (a dead inbox row, a failed
+    # receipt): a retry may join them as long as it is, so they stay too.
+    kept_units: Sequence[str] = ()
 
     def ready(self):
         for path in self.system_checks:

@@ -39,6 +39,12 @@ def unit_owners() -> dict[str, Callable]:
     }
 
 
+def kept_units() -> list[Callable]:
+    """Each app's function returning the units its kept owners still own."""
+    declared = _declared("kept_units", lambda paths: [(p, p) for p in paths])
+    return [import_string(path) for _name, path in declared]
+
+
 def console_panels() -> list[Callable]:
     declared = _declared("console_panels", lambda paths: [(p, p) for p in paths])
     return [import_string(path) for _name, path in declared]

@@ -10,6 +10,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from idempotency.shared import retention
+from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.units import INBOX, Unit
 from inbox.models import InboxMessage
 from tests.conftest import given_up_unit
@@ -80,6 +81,24 @@ def test_purge_keeps_running_steps_deliveries_whatever_their_age():
 
     assert retention.purge(only=["inbox"]) == {"inbox": 0}
     assert InboxMessage.objects.running().count() == 1
+
+
+def test_the_units_purge_keeps_the_unit_of_a_message_kept_whatever_its_age():
+    # Dead and running rows stay until a run applies them (a replay, a
+    # redelivery): purged, their given-up unit would let that run do its
+    # steps again, the compensated ones too.
+    old = timezone.now() - timedelta(days=91)  # past UNIT_RETENTION
+    for message_id, state in [("dead", "dead"), ("running", "running"), ("ok", "")]:
+        message(message_id)
+        if state:
+            InboxMessage.objects.filter(message_id=message_id).update(state=state)
+        given_up_unit(Unit(INBOX, ("shop", message_id)), "compensated")
+    UnitRecord.objects.update(updated_at=old)
+
+    assert retention.purge(only=["units"]) == {"units": 1}
+    assert set(UnitRecord.objects.values_list("pk", flat=True)) == {
+        Unit(INBOX, ("shop", message_id)).identity for message_id in ("dead", "running")
+    }
 
 
 def test_dead_messages_are_counted_listed_and_replay_needs_its_permission(

@@ -12,6 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from idempotency.shared.steps import Abandon
+from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.units import WEBHOOKS, Unit
 from tests.conftest import given_up_unit, run_concurrently
 from tests.signals import listening
@@ -527,6 +528,24 @@ def test_purge_keeps_unprocessed_receipts_whatever_their_age(clock):
         "fresh",
     }
     assert not WebhookRejection.objects.exists()
+
+
+def test_the_units_purge_keeps_the_unit_of_a_receipt_kept_whatever_its_age():
+    # Received and failed receipts stay until processed (a replay, the
+    # provider's resend): purged, their given-up unit would let that run do
+    # its steps again, the compensated ones too.
+    old = timezone.now() - timedelta(days=91)  # past UNIT_RETENTION
+    for delivery_id, state in [("r", "received"), ("f", "failed"), ("p", "processed")]:
+        receipt(delivery_id, state)
+        unit_given_up(delivery_id, "compensated")
+    UnitRecord.objects.update(updated_at=old)
+
+    from idempotency.shared import retention
+
+    assert retention.purge(only=["units"]) == {"units": 1}
+    assert set(UnitRecord.objects.values_list("pk", flat=True)) == {
+        Unit(WEBHOOKS, ("github", delivery_id)).identity for delivery_id in "rf"
+    }
 
 
 @pytest.mark.postgresql

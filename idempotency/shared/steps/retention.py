@@ -22,9 +22,13 @@ FINISHED = [UnitRecord.State.DONE, UnitRecord.State.COMPENSATED]
 
 def purgeable(now):
     """Finished units untouched for UNIT_RETENTION; running and compensating
-    units stay whatever their age. Their step rows go with them (cascade)."""
+    units stay whatever their age, and so do the units of owners kept
+    whatever theirs (``kept_units``). Their step rows go with them (cascade)."""
     cutoff = now - checked_retention()
-    return UnitRecord.objects.filter(state__in=FINISHED, updated_at__lt=cutoff)
+    rows = UnitRecord.objects.filter(state__in=FINISHED, updated_at__lt=cutoff)
+    # Asked again for each batch: an owner kept since the last one counts.
+    kept = [unit for units in contributions.kept_units() for unit in units()]
+    return rows.exclude(pk__in=kept) if kept else rows
 
 
 def checked_retention() -> timedelta:
