@@ -10,7 +10,7 @@ import logging
 import math
 from collections.abc import Iterator
 
-from django.db import OperationalError, connections, router, transaction
+from django.db import OperationalError, router, transaction
 from django.db.models import Subquery
 
 from . import clock, contributions, isolation
@@ -54,7 +54,6 @@ def purge(
     dry_run=False,
     now=None,
     progress=None,
-    using: str | None = None,
 ) -> dict[str, int]:
     """Delete the purgeable rows of the kinds in ``only`` (every registered kind
     when it is None); return counts per kind.
@@ -65,8 +64,7 @@ def purge(
     one batch. ``pause``: seconds to rest after each full batch, so that on a
     busy database the writers get its CPU and disk back between batches (0:
     flat out, twice as fast). ``progress(kind, deleted_so_far)`` is called
-    after each batch. ``using``: the database alias to purge (by default the
-    router's for each kind's rows), as the relay drains an alias of its own.
+    after each batch.
     A kind whose retention its app refuses raises ImproperlyConfigured first.
     """
     if not 1 <= batch_size <= MAX_BATCH_SIZE:
@@ -77,10 +75,6 @@ def purge(
     if not (math.isfinite(pause) and 0 <= pause <= MAX_PAUSE):
         raise ValueError(
             f"pause must be 0 or more seconds, at most {MAX_PAUSE:g}, not {pause!r}"
-        )
-    if using is not None and using not in connections:
-        raise ValueError(
-            f"Unknown database {using!r}; choose from {', '.join(connections)}."
         )
     kinds = contributions.retention_kinds()
     if only is not None and not only:
@@ -101,10 +95,7 @@ def purge(
             purgeable(now)
     if dry_run:
         return {
-            name: sum(
-                purgeable(now).using(using).count() if using else purgeable(now).count()
-                for purgeable in purgeables
-            )
+            name: sum(purgeable(now).count() for purgeable in purgeables)
             for name, purgeables in chosen.items()
         }
     deleted = {}
@@ -113,7 +104,7 @@ def purge(
         try:
             for purgeable in purgeables:
                 for count in _purge_rows(
-                    name, purgeable, now, batch_size, pause, progress, using
+                    name, purgeable, now, batch_size, pause, progress
                 ):
                     deleted[name] += count
         finally:
@@ -131,14 +122,12 @@ def purge(
     return deleted
 
 
-def _purge_rows(
-    name, purgeable, now, batch_size, pause, progress, alias
-) -> Iterator[int]:
+def _purge_rows(name, purgeable, now, batch_size, pause, progress) -> Iterator[int]:
     """Delete the rows in batches; yield each batch's count once it committed."""
     deleted = 0
     while True:
         rows = purgeable(now)
-        using = alias or router.db_for_write(rows.model)
+        using = router.db_for_write(rows.model)
         rows = rows.using(using)
         # One DELETE per batch, its ids picked by a subquery that locks only
         # this batch and skips rows a writer holds right now; no id list makes

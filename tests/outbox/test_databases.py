@@ -1,15 +1,11 @@
 """An event recorded on a database other than the router's: its kick relays
-it from that database, where it was written, and the purge can reach it."""
-
-from datetime import timedelta
-from io import StringIO
+it from that database, where it was written."""
 
 import psycopg
 import pytest
 from django.core.management import call_command
 from django.db import connections, transaction
 from django.test.utils import override_settings
-from django.utils import timezone
 
 from outbox.api import record
 from outbox.models import OutboxMessage
@@ -72,31 +68,3 @@ def test_an_event_recorded_on_another_database_is_published_by_its_kick(
     assert [message.id for message in sent] == [str(message_id)]
     stored = OutboxMessage.objects.using(other_database).get()
     assert stored.state == OutboxMessage.State.PUBLISHED
-
-
-def _published_long_ago(using):
-    old = timezone.now() - timedelta(days=8)  # past the 7 days' RETENTION
-    return OutboxMessage.objects.using(using).create(
-        aggregatetype="order",
-        aggregateid="1",
-        type="order.created",
-        payload={},
-        state=OutboxMessage.State.PUBLISHED,
-        created_at=old,
-        available_at=old,
-        published_at=old,
-    )
-
-
-def test_a_purge_of_another_database_deletes_there_and_only_there(other_database):
-    # The relay drains an alias the router does not name (relay(using=)),
-    # but the purge had no such option: published rows there stayed for ever.
-    _published_long_ago(other_database)
-    _published_long_ago("default")
-    out = StringIO()
-
-    call_command("purge_idempotency", "--only=outbox", "--database", OTHER, stdout=out)
-
-    assert "outbox: deleted 1" in out.getvalue()
-    assert not OutboxMessage.objects.using(other_database).exists()
-    assert OutboxMessage.objects.using("default").count() == 1

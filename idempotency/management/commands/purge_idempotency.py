@@ -2,7 +2,7 @@
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError, connections
+from django.db import DatabaseError
 
 from idempotency.shared import retention
 
@@ -41,18 +41,8 @@ class Command(BaseCommand):
             help="Rest after each full batch, so writers on a busy database "
             "get it back between batches (default %(default)s; 0: flat out).",
         )
-        # Choices, as Django's own commands give them: an unknown alias is a
-        # usage error naming the configured ones.
-        parser.add_argument(
-            "--database",
-            choices=tuple(connections),
-            help="Purge this database alias (default: the router's choice for "
-            "each kind), as outbox.relay drains the alias it is given.",
-        )
 
-    def handle(
-        self, *args, dry_run, only, batch_size, pause, database, verbosity, **options
-    ):
+    def handle(self, *args, dry_run, only, batch_size, pause, verbosity, **options):
         # Each batch commits on its own: what was deleted before a failure or
         # a Ctrl-C stays deleted, and is said.
         deleted = {}
@@ -69,7 +59,6 @@ class Command(BaseCommand):
                 pause=pause,
                 dry_run=dry_run,
                 progress=progress,
-                using=database,
             )
         except (ValueError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc

@@ -228,16 +228,6 @@ def test_a_command_meeting_a_table_not_migrated_says_what_it_deleted(
     assert "idempotency: deleted 3" in out.getvalue()
 
 
-def test_an_unknown_database_alias_is_refused_naming_the_configured_ones(
-    mixed_records,
-):
-    with pytest.raises(CommandError, match=r"invalid choice: 'nope'.*'default'"):
-        call_command("purge_idempotency", "--database", "nope")
-    with pytest.raises(ValueError, match="Unknown database 'nope'"):
-        run_the_task(using="nope")
-    assert len(remaining_keys()) == 5
-
-
 def test_kinds_listed_with_spaces_are_read_as_written(mixed_records):
     # "idempotency, units" was refused: " units" is no kind.
     out = StringIO()
