@@ -95,7 +95,9 @@ def purge(
             purgeable(now)
     if dry_run:
         return {
-            name: sum(purgeable(now).count() for purgeable in purgeables)
+            name: sum(
+                _where_deleted(purgeable(now)).count() for purgeable in purgeables
+            )
             for name, purgeables in chosen.items()
         }
     deleted = {}
@@ -126,9 +128,8 @@ def _purge_rows(name, purgeable, now, batch_size, pause, progress) -> Iterator[i
     """Delete the rows in batches; yield each batch's count once it committed."""
     deleted = 0
     while True:
-        rows = purgeable(now)
-        using = router.db_for_write(rows.model)
-        rows = rows.using(using)
+        rows = _where_deleted(purgeable(now))
+        using = rows.db
         # One DELETE per batch, its ids picked by a subquery that locks only
         # this batch and skips rows a writer holds right now; no id list makes
         # a round trip through Python.
@@ -146,6 +147,13 @@ def _purge_rows(name, purgeable, now, batch_size, pause, progress) -> Iterator[i
             return
         if pause:
             clock.sleep(pause)
+
+
+def _where_deleted(rows):
+    """``rows`` on the database the purge deletes them from: where their
+    model's writes go, never a replica behind it (a dry run counts there
+    too, or it would count what the purge would not find)."""
+    return rows.using(router.db_for_write(rows.model))
 
 
 def _delete_batch(rows, using) -> int:

@@ -70,6 +70,14 @@ def test_dry_run_deletes_nothing(mixed_records):
     assert len(remaining_keys()) == 5
 
 
+@pytest.mark.postgresql
+def test_dry_run_counts_where_the_purge_deletes(mixed_records, reads_from_a_replica):
+    # The rows are the test transaction's, which the replica cannot see: as
+    # keys that expired on the primary and have not reached a replica yet.
+    assert retention.purge(only=["idempotency"], dry_run=True) == {"idempotency": 3}
+    assert retention.purge(only=["idempotency"]) == {"idempotency": 3}
+
+
 def test_small_batches_delete_everything_and_report_progress(mixed_records):
     seen = []
     counts = retention.purge(
