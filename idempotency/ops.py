@@ -11,7 +11,7 @@ from .models import IdempotencyRecord
 State = IdempotencyRecord.State
 
 
-def purgeable(now):
+def purgeable(now, using=None):
     return IdempotencyRecord.objects.purgeable(now)
 
 

@@ -10,6 +10,7 @@ def purge(
     only=None,
     batch_size=retention.DEFAULT_BATCH_SIZE,
     pause=retention.DEFAULT_PAUSE,
+    using=None,
 ):
     """Run the same purge as ``manage.py purge_idempotency``."""
-    return retention.purge(only=only, batch_size=batch_size, pause=pause)
+    return retention.purge(only=only, batch_size=batch_size, pause=pause, using=using)

@@ -43,17 +43,17 @@ def panel(now) -> Panel:
     )
 
 
-def purgeable(now):
+def purgeable(now, using=None):
     return InboxMessage.objects.purgeable(now, checked_retention())
 
 
-def kept_units() -> list[str]:
+def kept_units(using=None) -> list[str]:
     """The units of the rows the purge keeps whatever their age: a dead one
     (a replay, a redelivery applies it) and a running one (its redelivery
     resumes it). Their unit stays as long: purged, a given-up unit would
     let that run do its steps again."""
     # Where writes go: a replica behind it may not show a row dead yet.
-    rows = InboxMessage.objects.using(router.db_for_write(InboxMessage))
+    rows = InboxMessage.objects.using(using or router.db_for_write(InboxMessage))
     kept = rows.filter(state__in=(State.DEAD, State.RUNNING))
     return [
         units.Unit(units.INBOX, parts).identity

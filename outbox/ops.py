@@ -55,5 +55,5 @@ def published_per_hour(since):
     return hourly_counts(OutboxMessage.objects.published(), "published_at", since)
 
 
-def purgeable(now):
+def purgeable(now, using=None):
     return OutboxMessage.objects.purgeable(now, outbox_settings.RETENTION)

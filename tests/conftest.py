@@ -190,6 +190,20 @@ def reads_from_a_replica(settings):
     del connections.settings["replica"]
 
 
+@pytest.fixture
+def other_alias():
+    """A second alias on the test database, as a project whose inbox and
+    business tables live on a database other than "default" names it."""
+    connections.settings["other"] = dict(connections.settings["default"])
+    # Connected here: the test case's guard refuses aliases it was not told
+    # of, and this one is not in the settings it was set up with.
+    connections["other"].connect()
+    yield "other"
+    connections["other"].close()
+    del connections["other"]
+    del connections.settings["other"]
+
+
 @contextmanager
 def replica_behind(alias="replica"):
     """Stop the replica where it is: inside the block, its reads see the

@@ -66,21 +66,23 @@ def received_per_hour(since):
     return hourly_counts(WebhookReceipt.objects, "received_at", since)
 
 
-def purgeable_receipts(now):
+def purgeable_receipts(now, using=None):
     return WebhookReceipt.objects.purgeable(now)
 
 
-def purgeable_counts(now):
+def purgeable_counts(now, using=None):
     return WebhookRejection.objects.purgeable(now)
 
 
-def kept_units() -> list[str]:
+def kept_units(using=None) -> list[str]:
     """The units of the receipts the purge keeps whatever their age
     (received, failed): a replay or the provider's resend runs them again.
     Their unit stays as long: purged, a given-up unit would let that run do
     its steps again."""
     # Where writes go: a replica behind it may not show a receipt failed yet.
-    receipts = WebhookReceipt.objects.using(router.db_for_write(WebhookReceipt))
+    receipts = WebhookReceipt.objects.using(
+        using or router.db_for_write(WebhookReceipt)
+    )
     kept = receipts.exclude(state__in=WebhookReceipt.FINISHED)
     return [
         units.Unit(units.WEBHOOKS, parts).identity

@@ -39,6 +39,7 @@ class OnceAppConfig(AppConfig):
     # Dotted paths of functions returning the identities of the units whose
     # owner's record is kept whatever its age (a dead inbox row, a failed
     # receipt): a retry may join them as long as it is, so they stay too.
+    # Each takes the database alias purged (None: where the router writes).
     kept_units: Sequence[str] = ()
 
     def ready(self):

@@ -8,7 +8,8 @@ imports nothing, the admin least of all)::
         console_panels = ["outbox.ops.panel"]
         console_series = [(_("events published"), "outbox.ops.published_per_hour")]
 
-- a retention kind: ``name -> [function(now) -> rows safe to delete]``;
+- a retention kind: ``name -> [function(now) -> rows safe to delete]``
+  (called with ``using=`` too when the purge names a database);
 - a console panel: ``function(now) -> console.panels.Panel``;
 - a chart series: ``(label, function(since) -> {hour: count})``;
 - metric receivers: a list of ``(signal, receiver)`` pairs, connected only

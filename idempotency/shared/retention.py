@@ -10,7 +10,7 @@ import logging
 import math
 from collections.abc import Iterator
 
-from django.db import OperationalError, router, transaction
+from django.db import OperationalError, connections, router, transaction
 from django.db.models import Subquery
 
 from . import clock, contributions, isolation
@@ -54,6 +54,7 @@ def purge(
     dry_run=False,
     now=None,
     progress=None,
+    using: str | None = None,
 ) -> dict[str, int]:
     """Delete the purgeable rows of the kinds in ``only`` (every registered kind
     when it is None); return counts per kind.
@@ -64,7 +65,9 @@ def purge(
     one batch. ``pause``: seconds to rest after each full batch, so that on a
     busy database the writers get its CPU and disk back between batches (0:
     flat out, twice as fast). ``progress(kind, deleted_so_far)`` is called
-    after each batch.
+    after each batch. ``using``: the database to purge (one whose rows an
+    app wrote there with ``using=``); by default, each model's, where the
+    router sends its writes.
     A kind whose retention its app refuses raises ImproperlyConfigured first.
     """
     if not 1 <= batch_size <= MAX_BATCH_SIZE:
@@ -86,17 +89,20 @@ def purge(
             f"Unknown retention kind(s): {', '.join(sorted(unknown))}; "
             f"choose from {', '.join(kinds)}."
         )
+    if using is not None and using not in connections:
+        raise ValueError(f"Unknown database {using!r}: not in DATABASES.")
     now = now or clock.now()
     chosen = {name: kinds[name] for name in kinds if not only or name in only}
     # Each kind's rows built once before any DELETE: a retention its app
     # refuses (ImproperlyConfigured) stops the purge before it deletes anything.
     for purgeables in chosen.values():
         for purgeable in purgeables:
-            purgeable(now)
+            _where_deleted(purgeable, now, using)
     if dry_run:
         return {
             name: sum(
-                _where_deleted(purgeable(now)).count() for purgeable in purgeables
+                _where_deleted(purgeable, now, using).count()
+                for purgeable in purgeables
             )
             for name, purgeables in chosen.items()
         }
@@ -106,7 +112,7 @@ def purge(
         try:
             for purgeable in purgeables:
                 for count in _purge_rows(
-                    name, purgeable, now, batch_size, pause, progress
+                    name, purgeable, now, using, batch_size, pause, progress
                 ):
                     deleted[name] += count
         finally:
@@ -124,12 +130,13 @@ def purge(
     return deleted
 
 
-def _purge_rows(name, purgeable, now, batch_size, pause, progress) -> Iterator[int]:
+def _purge_rows(
+    name, purgeable, now, using, batch_size, pause, progress
+) -> Iterator[int]:
     """Delete the rows in batches; yield each batch's count once it committed."""
     deleted = 0
     while True:
-        rows = _where_deleted(purgeable(now))
-        using = rows.db
+        rows = _where_deleted(purgeable, now, using)
         # One DELETE per batch, its ids picked by a subquery that locks only
         # this batch and skips rows a writer holds right now; no id list makes
         # a round trip through Python.
@@ -138,7 +145,7 @@ def _purge_rows(name, purgeable, now, batch_size, pause, progress) -> Iterator[i
             .select_for_update(skip_locked=True)
             .values("pk")[:batch_size]
         )
-        count = _delete_batch(rows.filter(pk__in=Subquery(batch)), using)
+        count = _delete_batch(rows.filter(pk__in=Subquery(batch)), rows.db)
         yield count
         deleted += count
         if progress and count:
@@ -149,11 +156,13 @@ def _purge_rows(name, purgeable, now, batch_size, pause, progress) -> Iterator[i
             clock.sleep(pause)
 
 
-def _where_deleted(rows):
-    """``rows`` on the database the purge deletes them from: where their
-    model's writes go, never a replica behind it (a dry run counts there
-    too, or it would count what the purge would not find)."""
-    return rows.using(router.db_for_write(rows.model))
+def _where_deleted(purgeable, now, using):
+    """A kind's rows on the database the purge deletes them from: ``using``,
+    else where their model's writes go, never a replica behind it (a dry run
+    counts there too, or it would count what the purge would not find)."""
+    # ``using`` only when given: a kind's function may take ``now`` alone.
+    rows = purgeable(now, using=using) if using else purgeable(now)
+    return rows.using(using or router.db_for_write(rows.model))
 
 
 def _delete_batch(rows, using) -> int:

@@ -293,22 +293,6 @@ def test_steps_are_refused_inside_an_open_transaction():
     assert not InboxMessage.objects.exists()
 
 
-@pytest.fixture
-def other_alias():
-    """A second alias on the test database, as a project whose inbox and
-    business tables live on a database other than "default" names it."""
-    from django.db import connections
-
-    connections.settings["other"] = dict(connections.settings["default"])
-    # Connected here: the test case's guard refuses aliases it was not told
-    # of, and this one is not in the settings it was set up with.
-    connections["other"].connect()
-    yield "other"
-    connections["other"].close()
-    del connections["other"]
-    del connections.settings["other"]
-
-
 def test_a_steps_consumer_on_another_database_runs_its_atomic_steps_there(
     other_alias,
 ):

@@ -41,8 +41,15 @@ class Command(BaseCommand):
             help="Rest after each full batch, so writers on a busy database "
             "get it back between batches (default %(default)s; 0: flat out).",
         )
+        parser.add_argument(
+            "--database",
+            help="The database to purge, for rows written there with using= "
+            "(default: each model's, where the router sends its writes).",
+        )
 
-    def handle(self, *args, dry_run, only, batch_size, pause, verbosity, **options):
+    def handle(
+        self, *args, dry_run, only, batch_size, pause, database, verbosity, **options
+    ):
         # Each batch commits on its own: what was deleted before a failure or
         # a Ctrl-C stays deleted, and is said.
         deleted = {}
@@ -59,6 +66,7 @@ class Command(BaseCommand):
                 pause=pause,
                 dry_run=dry_run,
                 progress=progress,
+                using=database,
             )
         except (ValueError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc

@@ -20,14 +20,15 @@ from .models import UnitRecord
 FINISHED = [UnitRecord.State.DONE, UnitRecord.State.COMPENSATED]
 
 
-def purgeable(now):
+def purgeable(now, using=None):
     """Finished units untouched for UNIT_RETENTION; running and compensating
     units stay whatever their age, and so do the units of owners kept
-    whatever theirs (``kept_units``). Their step rows go with them (cascade)."""
+    whatever theirs (``kept_units``, read on ``using``, the database purged:
+    a unit lives with its owner). Their step rows go with them (cascade)."""
     cutoff = now - checked_retention()
     rows = UnitRecord.objects.filter(state__in=FINISHED, updated_at__lt=cutoff)
     # Asked again for each batch: an owner kept since the last one counts.
-    kept = [unit for units in contributions.kept_units() for unit in units()]
+    kept = [unit for units in contributions.kept_units() for unit in units(using)]
     return rows.exclude(pk__in=kept) if kept else rows
 
 

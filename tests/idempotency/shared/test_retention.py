@@ -6,7 +6,8 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord
@@ -76,6 +77,37 @@ def test_dry_run_counts_where_the_purge_deletes(mixed_records, reads_from_a_repl
     # keys that expired on the primary and have not reached a replica yet.
     assert retention.purge(only=["idempotency"], dry_run=True) == {"idempotency": 3}
     assert retention.purge(only=["idempotency"]) == {"idempotency": 3}
+
+
+@pytest.mark.postgresql
+def test_a_purge_of_another_database_reads_and_deletes_there_only(
+    mixed_records, other_alias
+):
+    # As a project whose events, messages and units live on another alias
+    # (record(using=...), receive_steps(using=...)), with beat entries for it.
+    out = StringIO()
+    with (
+        CaptureQueriesContext(connections["default"]) as on_default,
+        CaptureQueriesContext(connections[other_alias]) as on_other,
+    ):
+        call_command(
+            "purge_idempotency",
+            f"--database={other_alias}",
+            "--only=idempotency,units",
+            stdout=out,
+        )
+
+    # The test's rows are uncommitted on "default": the other alias sees none.
+    assert out.getvalue() == "idempotency: deleted 0\nunits: deleted 0\n"
+    assert on_default.captured_queries == []
+    assert any("DELETE" in query["sql"] for query in on_other.captured_queries)
+    assert len(remaining_keys()) == 5
+
+
+def test_a_purge_of_an_unknown_database_is_refused(mixed_records):
+    with pytest.raises(CommandError, match="'nope'"):
+        call_command("purge_idempotency", "--database=nope")
+    assert len(remaining_keys()) == 5
 
 
 def test_small_batches_delete_everything_and_report_progress(mixed_records):
