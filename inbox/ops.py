@@ -1,7 +1,6 @@
 """What the inbox contributes to operations: retention and a panel."""
 
 from celery import current_app
-from django.db import router
 from django.db.models import Sum
 from django.utils.translation import gettext as _
 
@@ -47,18 +46,14 @@ def purgeable(now, using=None):
     return InboxMessage.objects.purgeable(now, checked_retention())
 
 
-def kept_units(using=None) -> list[str]:
+def kept_units():
     """The units of the rows the purge keeps whatever their age: a dead one
     (a replay, a redelivery applies it) and a running one (its redelivery
     resumes it). Their unit stays as long: purged, a given-up unit would
     let that run do its steps again."""
-    # Where writes go: a replica behind it may not show a row dead yet.
-    rows = InboxMessage.objects.using(using or router.db_for_write(InboxMessage))
-    kept = rows.filter(state__in=(State.DEAD, State.RUNNING))
-    return [
-        units.Unit(units.INBOX, parts).identity
-        for parts in kept.values_list("subscriber", "message_id").iterator()
-    ]
+    identity = units.Identity(units.INBOX, "subscriber", "message_id")
+    kept = InboxMessage.objects.filter(state__in=(State.DEAD, State.RUNNING))
+    return kept.annotate(unit=identity)
 
 
 def replay(messages, *, connection=None) -> list[InboxMessage]:

@@ -2,7 +2,6 @@
 
 from datetime import timedelta
 
-from django.db import router
 from django.db.models import Sum
 from django.utils.translation import gettext as _
 
@@ -74,17 +73,11 @@ def purgeable_counts(now, using=None):
     return WebhookRejection.objects.purgeable(now)
 
 
-def kept_units(using=None) -> list[str]:
+def kept_units():
     """The units of the receipts the purge keeps whatever their age
     (received, failed): a replay or the provider's resend runs them again.
     Their unit stays as long: purged, a given-up unit would let that run do
     its steps again."""
-    # Where writes go: a replica behind it may not show a receipt failed yet.
-    receipts = WebhookReceipt.objects.using(
-        using or router.db_for_write(WebhookReceipt)
-    )
-    kept = receipts.exclude(state__in=WebhookReceipt.FINISHED)
-    return [
-        units.Unit(units.WEBHOOKS, parts).identity
-        for parts in kept.values_list("source", "delivery_id").iterator()
-    ]
+    identity = units.Identity(units.WEBHOOKS, "source", "delivery_id")
+    kept = WebhookReceipt.objects.exclude(state__in=WebhookReceipt.FINISHED)
+    return kept.annotate(unit=identity)

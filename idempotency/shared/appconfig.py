@@ -36,10 +36,10 @@ class OnceAppConfig(AppConfig):
     # A unit kind -> the dotted path of a function returning how long its
     # owner's record can still bring a retry (the floor of UNIT_RETENTION).
     unit_owners: Mapping[str, str] = {}
-    # Dotted paths of functions returning the identities of the units whose
-    # owner's record is kept whatever its age (a dead inbox row, a failed
-    # receipt): a retry may join them as long as it is, so they stay too.
-    # Each takes the database alias purged (None: where the router writes).
+    # Dotted paths of functions returning the records kept whatever their
+    # age (a dead inbox row, a failed receipt), annotated with their unit's
+    # identity as ``unit`` (units.Identity): a retry may join that unit as
+    # long as its owner is kept, so it stays too.
     kept_units: Sequence[str] = ()
 
     def ready(self):

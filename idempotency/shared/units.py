@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from django.db.models import CharField, F, Func, Value
+from django.db.models.functions import Concat
+
 # The kinds of unit; each app builds only its own.
 KEYS = "keys"
 INBOX = "inbox"
@@ -40,6 +43,31 @@ def _digest(parts: tuple[str, ...]) -> str:
     # units of one subscriber or source never derive the same key, even where
     # a message or delivery id holds it.
     return hashlib.sha256(SEPARATOR.join(parts).encode()).hexdigest()
+
+
+class Identity(Func):
+    """``Unit(kind, parts).identity`` as the database computes it, from the
+    columns holding the parts: the purge compares units with their owners'
+    rows in one statement, loading none of them. Not for keys, which hash
+    their parts without the kind."""
+
+    # SQLite: the hex digest Django registers on its connections.
+    function = "SHA256"
+    output_field = CharField()
+
+    def __init__(self, kind: str, *columns: str):
+        if kind == KEYS:
+            raise ValueError("A key's unit hashes its parts without its kind.")
+        # The text _digest() hashes: "", kind, the parts and the step "".
+        pieces: list = [Value(f"{SEPARATOR}{kind}")]
+        for column in columns:
+            pieces += [Value(SEPARATOR), F(column)]
+        super().__init__(Concat(*pieces, Value(SEPARATOR)))
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        # sha256() is built in (PostgreSQL 11+); DIGEST() needs pgcrypto.
+        template = "ENCODE(SHA256(CONVERT_TO(%(expressions)s, 'UTF8')), 'hex')"
+        return self.as_sql(compiler, connection, template=template, **extra_context)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from django.core.checks import Error
 from django.core.exceptions import ImproperlyConfigured
+from django.db.models import Exists, OuterRef
 
 from .. import contributions
 from ..conf import shared_settings
@@ -23,13 +24,17 @@ FINISHED = [UnitRecord.State.DONE, UnitRecord.State.COMPENSATED]
 def purgeable(now, using=None):
     """Finished units untouched for UNIT_RETENTION; running and compensating
     units stay whatever their age, and so do the units of owners kept
-    whatever theirs (``kept_units``, read on ``using``, the database purged:
-    a unit lives with its owner). Their step rows go with them (cascade)."""
+    whatever theirs (``kept_units``). Their step rows go with them (cascade).
+    ``using``: the database purged, which the rows are moved to."""
     cutoff = now - checked_retention()
     rows = UnitRecord.objects.filter(state__in=FINISHED, updated_at__lt=cutoff)
-    # Asked again for each batch: an owner kept since the last one counts.
-    kept = [unit for units in contributions.kept_units() for unit in units(using)]
-    return rows.exclude(pk__in=kept) if kept else rows
+    for kept in contributions.kept_units():
+        # A subquery: each batch's statement reads the owners as they are
+        # then, on its own database (a unit lives with its owner). NOT
+        # EXISTS, not NOT IN: PostgreSQL hashes a NOT IN list only while it
+        # fits in work_mem, and otherwise scans it again for every unit.
+        rows = rows.exclude(Exists(kept().filter(unit=OuterRef("pk"))))
+    return rows
 
 
 def checked_retention() -> timedelta:
