@@ -515,7 +515,8 @@ def enqueue_waiting(older_than: timedelta, enqueue: Callable, limit=1000) -> int
     """Enqueue received receipts no worker took (a lost enqueue); say how many."""
     # Where writes go: a replica behind the primary still shows received the
     # receipts processed since, and each would be enqueued again.
-    waiting = _receipts().waiting(clock.now() - older_than)
+    now = clock.now()
+    waiting = _receipts().waiting(now - older_than, now)
     pks = list(waiting.order_by("received_at").values_list("pk", flat=True)[:limit])
     enqueued = 0
     for pk in pks:

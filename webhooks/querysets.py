@@ -69,9 +69,12 @@ class WebhookReceiptQuerySet(models.QuerySet["WebhookReceipt"]):
         cutoff = now - checked_retention()
         return self.filter(state__in=self.model.FINISHED, processed_at__lt=cutoff)
 
-    def waiting(self, before):
-        """Received receipts no worker finished: their enqueue may have been lost."""
-        return self.filter(state=self.model.State.RECEIVED, received_at__lt=before)
+    def waiting(self, before, now):
+        """Received receipts no worker finished nor holds under a live lease
+        (a steps handler's run): their enqueue may have been lost."""
+        return self.filter(
+            state=self.model.State.RECEIVED, received_at__lt=before
+        ).exclude(locked_until__gt=now)
 
     def insert_received(self, *, source, delivery, headers, body, body_sha256, now):
         """Insert a received receipt unless it exists; return its id or None.

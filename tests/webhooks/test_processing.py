@@ -188,6 +188,26 @@ def test_receipts_left_received_are_enqueued_again(clock):
     assert enqueued == [WebhookReceipt.objects.get(delivery_id="old").pk]
 
 
+def test_a_receipt_under_a_live_lease_is_not_enqueued_again(clock):
+    # A steps handler running longer than older_than holds its lease: beat
+    # sent it again on every run, and the copies piled up behind the lease.
+    deliver("running")
+    deliver("lapsed")
+    clock.advance(minutes=10)
+    WebhookReceipt.objects.filter(delivery_id="running").update(
+        locked_until=clock.now() + timedelta(minutes=1)
+    )
+    WebhookReceipt.objects.filter(delivery_id="lapsed").update(
+        locked_until=clock.now() - timedelta(seconds=1)
+    )
+    enqueued = []
+
+    count = processing.enqueue_waiting(timedelta(minutes=5), enqueued.append)
+
+    assert enqueued == [WebhookReceipt.objects.get(delivery_id="lapsed").pk]
+    assert count == 1
+
+
 def test_a_drain_processes_the_received_receipts_oldest_first(calls, clock):
     for delivery_id in ["evt_1", "evt_2", "evt_3"]:
         deliver(delivery_id)
