@@ -29,6 +29,13 @@ def problem_base_uri(value) -> str:
             f"must be an absolute URI or a path, not {show(value)}.",
             "For example '/problems/' or 'https://docs.example.com/problems/'.",
         )
+    if value[-1:].isalnum():
+        # Each type slug is appended as is: '/problems' + 'key-missing'.
+        raise InvalidSetting(
+            f"must end where a type may follow ('/', '#', '='), not {show(value)}: "
+            f"its types would read {show(value + 'key-missing')}.",
+            f"For example {show(value + '/')}.",
+        )
     return value
 
 
@@ -49,7 +56,8 @@ SHARED_OPTIONS = {
         "/problems/",
         problem_base_uri,
         "idempotency.E011",
-        doc="Base of the problem+json ``type`` URIs. A path is relative to the "
+        doc="Base of the problem+json ``type`` URIs, each type appended as is "
+        "(so it ends in ``/``, ``#`` or ``=``). A path is relative to the "
         'API\'s host, where include("idempotency.urls") documents each type.',
     ),
     "METRICS": Option(

@@ -66,3 +66,20 @@ def test_a_base_that_is_neither_a_uri_nor_a_path_is_refused(base):
     with override_settings(IDEMPOTENCY={"PROBLEM_BASE_URI": base}):
         ids = [m.id for m in run_checks() if m.id.startswith("idempotency.")]
     assert ids == ["idempotency.E011"]
+
+
+@pytest.mark.parametrize("base", ["/problems", "https://docs.example.com/problems"])
+def test_a_base_ending_in_a_name_is_refused(base):
+    # Each type is appended as is: "https://docs.example.com/problemskey-missing".
+    with override_settings(IDEMPOTENCY={"PROBLEM_BASE_URI": base}):
+        ids = [m.id for m in run_checks() if m.id.startswith("idempotency.")]
+    assert ids == ["idempotency.E011"]
+
+
+@pytest.mark.parametrize(
+    "base", ["/problems/", "https://x/docs#", "https://x/doc?type=", "urn:problem:"]
+)
+def test_a_base_that_ends_where_a_type_may_follow_is_taken(base):
+    with override_settings(IDEMPOTENCY={"PROBLEM_BASE_URI": base}):
+        ids = [m.id for m in run_checks() if m.id == "idempotency.E011"]
+    assert ids == []
