@@ -80,6 +80,9 @@ def purge(
             f"pause must be 0 or more seconds, at most {MAX_PAUSE:g}, not {pause!r}"
         )
     kinds = contributions.retention_kinds()
+    if isinstance(only, str):
+        # As the command takes them (a beat entry's kwargs): "a, b".
+        only = [kind.strip() for kind in only.split(",") if kind.strip()]
     if only is not None and not only:
         # An empty choice (``--only ""``) is a mistake, never "every kind".
         raise ValueError(f"Choose at least one kind: {', '.join(kinds)}.")

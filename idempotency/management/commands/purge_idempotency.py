@@ -22,9 +22,6 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--only",
-            # "idempotency, outbox" as written: blanks around a kind are no part
-            # of it.
-            type=lambda v: [k.strip() for k in v.split(",") if k.strip()],
             help="Comma-separated kinds, e.g. idempotency,outbox.",
         )
         parser.add_argument(

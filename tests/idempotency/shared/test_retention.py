@@ -176,6 +176,15 @@ def test_a_negative_pause_is_refused(pause, mixed_records):
     assert len(remaining_keys()) == 5
 
 
+@pytest.mark.parametrize("only", ["idempotency", "idempotency, units"])
+def test_the_task_reads_kinds_written_as_the_command_takes_them(only, mixed_records):
+    # A beat entry's kwargs {"only": "idempotency"} were read letter by letter.
+    counts = run_the_task(only=only)
+
+    assert counts["idempotency"] == 3
+    assert "outbox" not in counts
+
+
 def test_unknown_kind_is_refused():
     with pytest.raises(ValueError, match="nope"):
         retention.purge(only=["nope"])
