@@ -6,7 +6,7 @@ import io
 import json
 import tempfile
 from operator import itemgetter
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from django.conf import settings
 from django.http.multipartparser import MultiPartParser, MultiPartParserError
@@ -15,6 +15,11 @@ from django.utils.module_loading import import_string
 from rest_framework import parsers
 from rest_framework.parsers import FormParser, JSONParser
 from rest_framework.request import Request
+from rest_framework.versioning import (
+    NamespaceVersioning,
+    QueryParameterVersioning,
+    URLPathVersioning,
+)
 
 from .exceptions import BodyTooDeep, IdempotencyConfigurationError
 
@@ -23,13 +28,17 @@ _CHUNK_SIZE = 64 * 1024
 # DRF's parsers that read request.body (JSON, form), or parse the stream
 # through request.POST and FILES (multipart), which the fingerprint reads.
 _PARSERS_READING_THE_BODY = (JSONParser, FormParser, parsers.MultiPartParser)
+# DRF versioning schemes that read the version from the path or the query
+# string, which the fingerprint counts already.
+_VERSION_IN_THE_URL = (URLPathVersioning, NamespaceVersioning, QueryParameterVersioning)
 
 
 def compute(request, operation: str, exclude_fields=()) -> str:
     """Return the SHA-256 hex of the request's canonical form.
 
     Covers the method, operation, path, query string sorted by name, media
-    type with its charset, and body. JSON bodies are canonicalised (sorted keys, no
+    type with its charset (and the DRF API version the URL does not carry),
+    and body. JSON bodies are canonicalised (sorted keys, no
     whitespace) after dropping ``exclude_fields`` (top-level or dotted paths),
     so key order and formatting never change the hash; multipart bodies count
     as their fields and files, whatever the boundary; other bodies count as
@@ -45,7 +54,7 @@ def compute(request, operation: str, exclude_fields=()) -> str:
         django_request.path,
         # Most keyed requests have no query string: skip parsing nothing.
         query and _canonical_query(query),
-        _with_charset(media_type, encoding),
+        _with_version(_with_charset(media_type, encoding), request),
     )
     digest = hashlib.sha256()
     for part in parts:
@@ -79,6 +88,24 @@ def _with_charset(media_type: str, encoding: str) -> str:
     if encoding == codecs.lookup(settings.DEFAULT_CHARSET).name:
         return media_type
     return f"{media_type}; charset={encoding}"
+
+
+def _with_version(media_type: str, request) -> str:
+    """Add the API version DRF read from outside the URL (an Accept header's
+    ``version=``, the host name): the same body sent to another version may
+    mean another thing, and its answer has that version's shape.
+
+    A request without one keeps its hash. As a media type parameter it can
+    come from nowhere else: the client's own parameters, but the charset, do
+    not count.
+    """
+    if not isinstance(request, Request):
+        return media_type  # a plain Django view: DRF read no version
+    version = getattr(request, "version", None)  # set by APIView.initial()
+    scheme = getattr(request, "versioning_scheme", None)
+    if version is None or isinstance(scheme, _VERSION_IN_THE_URL):
+        return media_type
+    return f"{media_type}; version={quote(str(version), safe='')}"
 
 
 def _canonical_query(query: str) -> str:

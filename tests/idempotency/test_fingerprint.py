@@ -1,5 +1,7 @@
 import pytest
 from django.test import RequestFactory
+from rest_framework.request import Request
+from rest_framework.versioning import AcceptHeaderVersioning, URLPathVersioning
 
 from idempotency.fingerprint import compute
 
@@ -63,6 +65,21 @@ def test_query_string_order_does_not_change_the_hash():
 )
 def test_method_path_operation_and_media_type_change_the_hash(change):
     assert fingerprint("{}") != fingerprint("{}", **change)
+
+
+def test_the_api_version_counts_where_the_url_does_not_carry_it():
+    def versioned(scheme, version):
+        request = Request(factory.post("/v1/o/", "{}", "application/json"))
+        request.version, request.versioning_scheme = version, scheme
+        return compute(request, "op")
+
+    unversioned = fingerprint("{}", path="/v1/o/")
+    # The path says it already: such keys keep the hash they had.
+    assert versioned(URLPathVersioning(), "v1") == unversioned
+    assert versioned(AcceptHeaderVersioning(), None) == unversioned
+    in_accept = versioned(AcceptHeaderVersioning(), "1")
+    assert in_accept != unversioned
+    assert in_accept != versioned(AcceptHeaderVersioning(), "2")
 
 
 def test_the_charset_counts_and_an_absent_one_is_the_default():

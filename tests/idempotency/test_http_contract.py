@@ -89,6 +89,21 @@ def test_same_key_on_another_operation_is_a_different_intent(api):
     assert Widget.objects.count() == 2
 
 
+def test_the_same_key_in_another_api_version_is_a_different_request(api):
+    # AcceptHeaderVersioning: the version is in no part of the URL.
+    v1, v2 = "application/json; version=1", "application/json; version=2"
+    first = api.post("/t/versioned/", {"name": "a"}, key="k", Accept=v1)
+    other = api.post("/t/versioned/", {"name": "a"}, key="k", Accept=v2)
+    retry = api.post("/t/versioned/", {"name": "a"}, key="k", Accept=v1)
+
+    assert first.status_code == 201
+    assert other.status_code == 422
+    assert problem(other)["type"].endswith("/key-reused")
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry.content == first.content
+    assert Widget.objects.count() == 1
+
+
 def test_missing_key_is_400_problem(api):
     response = api.post("/t/widgets/", {"name": "a"})
 

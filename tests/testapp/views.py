@@ -19,7 +19,14 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 from django.views.decorators.gzip import gzip_page
 from django.views.decorators.vary import vary_on_cookie
-from rest_framework import permissions, serializers, status, throttling, viewsets
+from rest_framework import (
+    permissions,
+    serializers,
+    status,
+    throttling,
+    versioning,
+    viewsets,
+)
 from rest_framework.decorators import (
     action,
     api_view,
@@ -192,6 +199,19 @@ class ChargeView(IdempotencyMixin, APIView):
             return failure
         request.idempotency.set_resource(widget)
         return Response({"charge": charge_id, "widget": widget.pk}, status=201)
+
+
+class VersionedWidgetView(IdempotencyMixin, APIView):
+    """A view whose API version comes in the Accept header, not the URL."""
+
+    versioning_class = versioning.AcceptHeaderVersioning
+    idempotency_operation = "widget.versioned"
+
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data["name"])
+        if request.version == "2":  # the same intent, another shape
+            return Response({"widget": {"id": widget.pk}}, status=201)
+        return Response({"id": widget.pk}, status=status.HTTP_201_CREATED)
 
 
 class CookieSettingView(IdempotencyMixin, APIView):
