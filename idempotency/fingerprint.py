@@ -1,6 +1,7 @@
 """The request fingerprint: same intent, same hash."""
 
 import codecs
+import decimal
 import hashlib
 import io
 import json
@@ -59,11 +60,12 @@ def compute(request, operation: str, exclude_fields=()) -> str:
     digest = hashlib.sha256()
     for part in parts:
         _frame(digest, part.encode())
-    body = _canonical_body(request, media_type, encoding, exclude_fields)
-    if body is None:
+    frames = _canonical_body(request, media_type, encoding, exclude_fields)
+    if frames is None:
         _frame_streamed_body(digest, django_request)
     else:
-        _frame(digest, body)
+        for frame in frames:
+            _frame(digest, frame)
     return digest.hexdigest()
 
 
@@ -126,19 +128,19 @@ def _frame(digest, data: bytes) -> None:
 
 def _canonical_body(
     request, media_type: str, encoding: str, exclude_fields
-) -> bytes | None:
-    """The body's canonical bytes; None: a raw body too large to hold, which
-    ``_frame_streamed_body`` hashes as it reads it."""
+) -> tuple[bytes, ...] | None:
+    """The body's canonical bytes, in one frame or more; None: a raw body too
+    large to hold, which ``_frame_streamed_body`` hashes as it reads it."""
     if media_type == "multipart/form-data":
         # Clients pick a new boundary for every send, retries included.
-        return _canonical_multipart(request)
+        return (_canonical_multipart(request),)
     django_request = _django(request)
     if isinstance(request, Request) and _streamed_by_drf(request, django_request):
         return None
     body = _body(django_request)
     if media_type == "application/json" or media_type.endswith("+json"):
         return _canonical_json(body, encoding, exclude_fields)
-    return body
+    return (body,)
 
 
 def hold_body(request: Request) -> None:
@@ -223,19 +225,63 @@ def _frame_streamed_body(digest, request) -> None:
     request._read_started = False
 
 
-def _canonical_json(body: bytes, encoding: str, exclude_fields) -> bytes:
+def _canonical_json(body: bytes, encoding: str, exclude_fields) -> tuple[bytes, ...]:
     try:
-        document = json.loads(body.decode(encoding))
-        for path in exclude_fields:
-            _drop(document, path.split("."))
-        return json.dumps(
-            document, sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        ).encode()
+        text = body.decode(encoding)
+        # The exact value of each number its float does not hold.
+        exact_values = {}
+
+        def parse_float(number):
+            if (exact := _exact_number(number)) is not None:
+                exact_values[number] = exact
+            return float(number)
+
+        document = json.loads(text, parse_float=parse_float)
+        canonical = (_dumps(document, exclude_fields),)
+        if not exact_values:
+            return canonical
+        # One float stands for many numbers (0.1 for 0.10000000000000001,
+        # inf for all past 1.8e308), which a view reading decimals tells
+        # apart: their exact values count too, in a frame of their own, so
+        # the hash of a body without one stays as it was.
+        exact = json.loads(
+            text, parse_float=lambda number: exact_values.get(number, float(number))
+        )
+        return (*canonical, _dumps(exact, exclude_fields))
     except ValueError:
-        return body  # the view's parser will refuse it
+        return (body,)  # the view's parser will refuse it
     except RecursionError as exc:
         # Deeper than the interpreter's recursion limit: no parser reads it.
         raise BodyTooDeep("The JSON body is nested too deeply.") from exc
+
+
+def _dumps(document, exclude_fields) -> bytes:
+    for path in exclude_fields:
+        _drop(document, path.split("."))
+    return json.dumps(
+        document, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode()
+
+
+def _exact_number(number: str) -> str | None:
+    """A JSON number's exact value when its float holds another; else None.
+
+    Normalised (``1e400`` and ``10E399`` are one number), with the precision
+    the number is written with, so nothing is rounded.
+    """
+    shortest = repr(float(number))
+    if shortest == number:
+        return None  # as most clients write floats: nothing to compare
+    try:
+        value = decimal.Decimal(number)
+        if value == decimal.Decimal(shortest):
+            return None
+        context = decimal.Context(
+            prec=len(number), Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN
+        )
+        return str(value.normalize(context))
+    except ArithmeticError:
+        return number  # an exponent past what a decimal holds: as written
 
 
 def _drop(document, path) -> None:

@@ -33,6 +33,23 @@ def test_json_values_change_the_hash():
     assert fingerprint('{"a": 1}') != fingerprint('{"a": "1"}')
 
 
+def test_numbers_one_float_stands_for_are_told_apart():
+    # A view reading amounts as decimals (json.loads(parse_float=Decimal))
+    # sees two amounts here; a float sees one.
+    assert fingerprint('{"amount": 0.1}') != fingerprint(
+        '{"amount": 0.10000000000000001}'
+    )
+    assert fingerprint('{"a": 1e400}') != fingerprint('{"a": 2e400}')
+    assert fingerprint('{"a": [1e400, 0.1]}') != fingerprint('{"a": [0.1, 1e400]}')
+    # Still canonical: the same numbers, in another order or spelling.
+    assert fingerprint('{"a": 0.10000000000000001, "b": 1e400}') == fingerprint(
+        '{"b": 10E399, "a": 0.100000000000000010}'
+    )
+    assert fingerprint('{"a": "0.10000000000000001", "b": 1e400}') != fingerprint(
+        '{"a": 0.10000000000000001, "b": 1e400}'
+    )
+
+
 def test_excluded_fields_do_not_change_the_hash():
     exclude = ("client_ts", "meta.sent_at")
     base = fingerprint(
