@@ -10,6 +10,7 @@ from rest_framework.exceptions import (
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 
+from . import responses
 from .exceptions import BodyTooDeep, Invalid
 from .shared import problems
 
@@ -36,7 +37,10 @@ def drf_producer(view, handler, request, args, kwargs):
         except Exception as exc:
             response = view.handle_exception(exc)
             invalid = isinstance(exc, _INVALID)
-        response = render(view.finalize_response(request, response, *args, **kwargs))
+        response = view.finalize_response(request, response, *args, **kwargs)
+        # Before the page renders: it turns a 204 into a 200, and indents.
+        responses.render_for_the_record(response)
+        response = render(response)
         if invalid:
             raise Invalid(response)
         return response

@@ -19,6 +19,8 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 ALWAYS_REPLAYED = ("Content-Type", "Content-Encoding", "Location")
 
 _NOT_STORABLE = frozenset({408, 409, 425, 429})
+# Where render_for_the_record() leaves the API's rendering of an HTML answer.
+_API_RENDERING = "idempotency_api_rendering"
 logger = logging.getLogger("idempotency")
 
 # CsrfViewMiddleware sends the cookie while this flag is truthy; get_token()
@@ -93,7 +95,8 @@ def keep(response, watch: SessionWatch) -> Answer | None:
     the answer cannot be kept whole, a retry is told so instead of running the
     work again (rule 12: no success whose effects are gone).
     """
-    status = response.status_code
+    stored = getattr(response, _API_RENDERING, response)
+    status = stored.status_code
     if not idempotency_settings.STORE_STATUS(status):
         if status >= 400:
             return None
@@ -101,7 +104,6 @@ def keep(response, watch: SessionWatch) -> Answer | None:
     if response.streaming:
         # Its body is produced only as it is sent, after the claim has ended.
         return _not_kept(watch, status, "it is streamed")
-    stored = _api_rendering(response)
     if stored is response and watch.token_used():
         # The page embeds this session's CSRF token: never store it.
         return _not_kept(watch, status, "it carries the session's CSRF token")
@@ -145,17 +147,27 @@ def _tied_to_session(response, watch) -> bool:
     )
 
 
-def _api_rendering(response):
+def render_for_the_record(response) -> None:
     """Never store a page tied to one session: render HTML as the API instead.
 
     The browsable API's page (any ``text/html`` rendering) embeds the
     session's CSRF token, and a replay may go to another session of the user,
     or to a colleague sharing the scope. Store the same data rendered by the
-    view's first non-HTML renderer (JSON by default).
+    view's first non-HTML renderer (JSON by default), which ``keep()`` finds
+    on the response. Called before the page renders: the browsable API's
+    renderer answers a 204 as a 200, and sets its indentation in the
+    response's context.
     """
     renderer = getattr(response, "accepted_renderer", None)
     if renderer is None or not _is_html(renderer):
-        return response
+        return
+    stored = _api_rendering(response)
+    if stored is not None:
+        setattr(response, _API_RENDERING, stored)
+
+
+def _api_rendering(response):
+    """The HTML answer's data rendered as the API; None: it has no API."""
     view = response.renderer_context["view"]
     api_renderer = next(
         (each for each in view.get_renderers() if not _is_html(each)), None
@@ -165,7 +177,7 @@ def _api_rendering(response):
         # model instances, which have no API rendering. The page is the
         # answer, judged as a plain Django page is (never kept with the
         # session's CSRF token in it).
-        return response
+        return None
     rendered = Response(
         response.data,
         status=response.status_code,

@@ -38,6 +38,34 @@ def test_browsable_api_page_is_sent_but_the_apis_rendering_is_stored(api, accept
     assert replay.json() == {"id": Widget.objects.get().pk}
 
 
+def test_the_stored_rendering_of_a_browsable_api_page_is_the_apis_own(api):
+    page = api.post("/t/method/", {"name": "a"}, key="k", Accept="text/html")
+    replay = api.post("/t/method/", {"name": "a"}, key="k")
+
+    assert page["Content-Type"].startswith("text/html")
+    # As a JSON client gets it first: not indented as the page shows it.
+    assert replay.content == b'{"id":%d}' % Widget.objects.get().pk
+
+
+def test_a_browsable_api_page_of_a_204_stores_the_apis_204(api):
+    widget = Widget.objects.create(name="a")
+
+    def delete(accept):
+        headers = {"Idempotency-Key": "k", "Authorization": api.auth}
+        return api.client.delete(
+            f"/t/deleting/{widget.pk}/", headers={**headers, "Accept": accept}
+        )
+
+    page = delete("text/html")
+    replay = delete("application/json")
+
+    assert page.status_code == 200  # the browsable API shows a 204 as a page
+    assert replay["Idempotent-Replayed"] == "true"
+    assert replay.status_code == 204
+    assert replay.content == b""
+    assert not Widget.objects.exists()
+
+
 def test_decorated_api_view_still_authenticates_first():
     from tests.conftest import ApiClient
 

@@ -17,6 +17,7 @@ router.register("anonymous", views.AnonymousWidgetViewSet, basename="anonymous")
 router.register("closed", views.ClosedAnonymousWidgetViewSet, basename="closed")
 router.register("optional", views.OptionalKeyWidgetViewSet, basename="optional")
 router.register("confirming", views.ConfirmingWidgetViewSet, basename="confirming")
+router.register("deleting", views.DeletingWidgetViewSet, basename="deleting")
 router.register("async-create", views.AsyncCreateViewSet, basename="async-create")
 
 urlpatterns = [

@@ -123,6 +123,13 @@ class WidgetViewSet(IdempotencyMixin, viewsets.ModelViewSet):
         return failure or response
 
 
+class DeletingWidgetViewSet(WidgetViewSet):
+    """Guards its deletes too: they answer 204 with no body."""
+
+    idempotency_operation = "widget.delete"
+    idempotent_actions = ("destroy",)
+
+
 class CanAddWidget(permissions.BasePermission):
     def has_permission(self, request, view):
         return request.user.has_perm("testapp.add_widget")
