@@ -18,7 +18,8 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 # compressed them): without it a replay is unreadable.
 ALWAYS_REPLAYED = ("Content-Type", "Content-Encoding", "Location")
 
-_NOT_STORABLE = frozenset({408, 409, 425, 429})
+# 401 too: it asks for credentials, and the retry that sends them must run.
+_NOT_STORABLE = frozenset({401, 408, 409, 425, 429})
 # Where render_for_the_record() leaves the API's rendering of an HTML answer.
 _API_RENDERING = "idempotency_api_rendering"
 logger = logging.getLogger("idempotency")

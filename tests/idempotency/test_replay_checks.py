@@ -37,6 +37,18 @@ def test_the_403_of_a_permission_check_is_never_stored(api, user):
     assert api.post("/t/guarded/", {"name": "a"}, key="k").status_code == 201
 
 
+def test_a_401_the_view_answers_is_not_stored_and_the_authenticated_retry_runs(
+    api,
+):
+    refused = api.post("/t/step-up/", {"name": "a"}, key="k")
+    retry = api.post("/t/step-up/", {"name": "a"}, key="k", **{"X-Otp": "123456"})
+
+    assert refused.status_code == 401
+    assert retry.status_code == 201
+    assert "Idempotent-Replayed" not in retry
+    assert Widget.objects.count() == 1  # the refused attempt's was rolled back
+
+
 def test_a_throttled_replay_gets_429_and_the_429_is_never_stored(api):
     answers = [api.post("/t/throttled/", {"name": "a"}, key="k") for _ in range(4)]
 

@@ -39,6 +39,7 @@ urlpatterns = [
     path("t/note-function/", views.note_function_view),
     path("t/cookie/", views.CookieSettingView.as_view()),
     path("t/versioned/", views.VersionedWidgetView.as_view()),
+    path("t/step-up/", views.StepUpWidgetView.as_view()),
     path("t/method/", views.DecoratedMethodView.as_view()),
     path("t/function/", views.decorated_api_view),
     path("t/function-reads/", views.decorated_api_view_with_reads),

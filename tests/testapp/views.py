@@ -34,7 +34,7 @@ from rest_framework.decorators import (
     permission_classes,
     renderer_classes,
 )
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotAuthenticated, NotFound
 from rest_framework.parsers import BaseParser, FileUploadParser
 from rest_framework.renderers import TemplateHTMLRenderer
 from rest_framework.response import Response
@@ -206,6 +206,18 @@ class ChargeView(IdempotencyMixin, APIView):
             return failure
         request.idempotency.set_resource(widget)
         return Response({"charge": charge_id, "widget": widget.pk}, status=201)
+
+
+class StepUpWidgetView(IdempotencyMixin, APIView):
+    """Asks for a one-time password itself, after DRF authenticated the user."""
+
+    idempotency_operation = "widget.step-up"
+
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data["name"])
+        if "X-Otp" not in request.headers:
+            raise NotAuthenticated("Send the one-time password too.")
+        return Response({"id": widget.pk}, status=status.HTTP_201_CREATED)
 
 
 class VersionedWidgetView(IdempotencyMixin, APIView):
