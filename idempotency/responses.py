@@ -168,7 +168,7 @@ def render_for_the_record(response) -> None:
 
 
 def _api_rendering(response):
-    """The HTML answer's data rendered as the API; None: it has no API."""
+    """The HTML answer's data rendered as the API; None: it has none."""
     view = response.renderer_context["view"]
     api_renderer = next(
         (each for each in view.get_renderers() if not _is_html(each)), None
@@ -192,7 +192,13 @@ def _api_rendering(response):
     rendered.accepted_media_type = api_renderer.media_type
     # Rendering writes the response into its context: give it its own copy.
     rendered.renderer_context = dict(response.renderer_context)  # type: ignore[attr-defined]
-    return rendered.render()
+    try:
+        return rendered.render()
+    except Exception:
+        # Data only the page renders (DRF's "varying behaviour by media
+        # type" hands it model instances): the client asked for the page,
+        # which then is the answer, as when the view has no other renderer.
+        return None
 
 
 def _is_html(renderer) -> bool:

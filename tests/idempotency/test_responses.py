@@ -132,6 +132,27 @@ def test_a_drf_page_with_no_api_rendering_is_stored_as_the_page(user):
     assert Widget.objects.count() == 1
 
 
+def test_a_drf_page_whose_data_only_the_page_renders_is_stored_as_the_page(user):
+    """The view hands the page model instances, which its JSON renderer
+    cannot render: the page is its only rendering of that answer."""
+    client = session_of(user)
+
+    def send():
+        return client.post(
+            "/t/html-or-json/",
+            json.dumps({"name": "a"}),
+            content_type="application/json",
+            headers={"Idempotency-Key": "k", "Accept": "text/html"},
+        )
+
+    first, retry = send(), send()
+
+    assert first.status_code == retry.status_code == 201
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry.content == first.content == b"<p>Widget a</p>\n"
+    assert Widget.objects.count() == 1
+
+
 def test_a_drf_page_with_a_csrf_token_and_no_api_rendering_is_not_kept(user):
     first_session, second_session = session_of(user), session_of(user)
 

@@ -44,6 +44,7 @@ urlpatterns = [
     path("t/function/", views.decorated_api_view),
     path("t/function-reads/", views.decorated_api_view_with_reads),
     path("t/html/", views.html_only_api_view),
+    path("t/html-or-json/", views.html_or_json_api_view),
     path("t/plain/", views.plain_django_view),
     path("t/plain-class/", views.PlainClassView.as_view()),
     path("t/async-class/", views.AsyncPlainClassView.as_view()),

@@ -36,7 +36,7 @@ from rest_framework.decorators import (
 )
 from rest_framework.exceptions import NotAuthenticated, NotFound
 from rest_framework.parsers import BaseParser, FileUploadParser
-from rest_framework.renderers import TemplateHTMLRenderer
+from rest_framework.renderers import JSONRenderer, TemplateHTMLRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -357,6 +357,20 @@ def html_only_api_view(request):
         status=status.HTTP_201_CREATED,
         template_name=f"testapp/{template}.html",
     )
+
+
+@api_view(["POST"])
+@renderer_classes([TemplateHTMLRenderer, JSONRenderer])
+@idempotent("widget.html-or-json")
+def html_or_json_api_view(request):
+    """DRF's "varying behaviour by media type": model instances for the page,
+    serialized data for JSON."""
+    widget = Widget.objects.create(name=request.data["name"])
+    if request.accepted_renderer.format == "html":
+        return Response(
+            {"widget": widget}, status=201, template_name="testapp/widget.html"
+        )
+    return Response(WidgetSerializer(widget).data, status=status.HTTP_201_CREATED)
 
 
 # Tests set this to an async callable the async view awaits after its write.
