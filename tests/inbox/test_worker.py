@@ -149,12 +149,11 @@ def test_a_copy_that_finds_the_delivery_busy_keeps_its_attempts(worker, tmp_path
     # run was its last: one failure, and the unit was given up, dead.
     log, failing = tmp_path / "runs", tmp_path / "failing"
     failing.touch()
+    subscriber, held = "inbox-tests.busy-steps", "Another worker holds m-busy"
+    # Live until the copy came back twice: a lease of a few seconds could
+    # lapse before a loaded machine's worker had started and tried twice.
     InboxMessage.objects.claim_running(
-        "inbox-tests.busy-steps",
-        "m-busy",
-        timezone.now(),
-        timedelta(seconds=4),
-        using="default",
+        subscriber, "m-busy", timezone.now(), timedelta(minutes=5), using="default"
     )
     send_task(
         "inbox_tests.busy_steps",
@@ -164,6 +163,15 @@ def test_a_copy_that_finds_the_delivery_busy_keeps_its_attempts(worker, tmp_path
             "headers": {"once-message-id": "m-busy"},
         },
         broker_url=REDIS_URL,
+    )
+    wait_until(
+        lambda: worker.log().count(held) >= 2,
+        "the copy did not come back twice",
+        worker=worker,
+    )
+    # The holder dies: its lease lapses.
+    InboxMessage.objects.for_message(subscriber, "m-busy").update(
+        locked_until=timezone.now()
     )
 
     wait_until(buried, "never dead", timeout=60, worker=worker)
