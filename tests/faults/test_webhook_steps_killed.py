@@ -89,18 +89,25 @@ def test_a_steps_handler_killed_at_a_step_boundary_makes_each_effect_once(
 
 
 def test_a_copy_held_off_by_a_live_lease_keeps_its_retries(intake, tmp_path):
-    # Another worker holds the receipt's steps for three of this copy's
-    # leases. Each return counted as a retry, so once the lease lapsed the
-    # copy's first real run was its last: one failure, and the unit was
-    # given up and the receipt failed.
+    # Another worker holds the receipt's steps until this copy came back
+    # twice (a lease of its own each time). Each return counted as a retry,
+    # so once the lease lapsed the copy's first real run was its last: one
+    # failure, and the unit was given up and the receipt failed.
     receipt_id = intake("deploy-1", event="deployment")
-    WebhookReceipt.objects.filter(pk=receipt_id).update(
-        locked_until=timezone.now() + timedelta(seconds=3)
-    )
+    # Live until then: a lease of a few seconds could lapse before a loaded
+    # machine's worker had started and tried twice.
+    receipt = WebhookReceipt.objects.filter(pk=receipt_id)
+    receipt.update(locked_until=timezone.now() + timedelta(minutes=5))
     queue = f"faults-webhook-busy-{uuid.uuid4().hex[:8]}"
     env = {"FAULTS_FAIL_ONCE": str(tmp_path / "failed")}
     with celery_worker(queue, settings=BUSY_SETTINGS, **env) as worker:
         send_task("webhooks.process_receipt", queue=queue, args=[receipt_id])
+        wait_until(
+            lambda: worker.log().count("comes back") >= 2,
+            "the copy did not come back twice",
+            worker=worker,
+        )
+        receipt.update(locked_until=timezone.now())  # the holder died: lapsed
 
         def processed():
             return WebhookReceipt.objects.get(pk=receipt_id).state == "processed"
