@@ -9,6 +9,7 @@ from django.db import transaction
 
 from idempotency.exceptions import IdempotencyConfigurationError
 from idempotency.models import IdempotencyRecord
+from idempotency.querysets import IdempotencyRecordQuerySet
 from tests.conftest import ApiClient, run_concurrently
 from tests.testapp import views
 from tests.testapp.models import Widget
@@ -45,23 +46,34 @@ def test_sixteen_identical_requests_at_once_create_exactly_one_widget(user):
 
 def _racing_duplicate(user, monkeypatch, send=lambda post: post()):
     """The first POST of key "k" holds its view until 0.2 s after a second
-    client sends the same one (``send`` wraps that send); both answers."""
-    release, entered = threading.Event(), threading.Event()
+    client sending the same one (``send`` wraps that send) reached its
+    claim; both answers."""
+    release, entered, claimed = threading.Event(), threading.Event(), threading.Event()
     original_create = views.WidgetViewSet.create
+    original_claim = IdempotencyRecordQuerySet.claim
 
     def slow_create(self, request, *args, **kwargs):
         entered.set()
         release.wait(10)
         return original_create(self, request, *args, **kwargs)
 
+    def claim(self, *args, **kwargs):
+        # From the second's claim, not from its send: a loaded machine can
+        # run the second so late that its first read (and, in a caller's
+        # transaction, its snapshot) came after the first committed.
+        if entered.is_set() and not claimed.is_set():  # lease mode polls
+            claimed.set()
+            threading.Timer(0.2, release.set).start()
+        return original_claim(self, *args, **kwargs)
+
     monkeypatch.setattr(views.WidgetViewSet, "create", slow_create)
+    monkeypatch.setattr(IdempotencyRecordQuerySet, "claim", claim)
     first, second = ApiClient(user.username), ApiClient(user.username)
 
     def run(i):
         if i == 0:
             return first.post("/t/widgets/", {"name": "a"}, key="k")
         entered.wait(10)
-        threading.Timer(0.2, release.set).start()
         return send(lambda: second.post("/t/widgets/", {"name": "a"}, key="k"))
 
     return run_concurrently(2, run)
