@@ -60,6 +60,7 @@ def gauges(now):
     yield GaugeMetricFamily(
         "once_units_stuck",
         "Units of work mid-steps (running or compensating) whose lease ran "
-        "out: their worker died or hangs (counted up to 10001).",
+        "out (their worker died or hangs), or whose compensation stopped at an "
+        "undo that raised (counted up to 10001).",
         value=count_up_to(stuck(UnitRecord.objects, now)),
     )

@@ -28,8 +28,13 @@ SHORT_RESULT = 80
 
 
 def stuck(queryset, now):
-    """Units mid-steps whose lease ran out: their worker died or hangs."""
-    return queryset.filter(state__in=UNFINISHED, lease_expires_at__lt=now)
+    """Units mid-steps whose lease ran out: their worker died or hangs. Or
+    whose compensation stopped at an undo that raised: its lease cleared for
+    the next abandon, which nothing but an operator (or a retry) brings."""
+    return queryset.filter(
+        Q(state__in=UNFINISHED, lease_expires_at__lt=now)
+        | Q(state=UnitState.COMPENSATING, lease_expires_at=None)
+    )
 
 
 def _stuck(queryset):

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from idempotency.shared.steps import StepTakenOver, begin
+from idempotency.shared.steps import CompensationFailed, StepTakenOver, begin
 from idempotency.shared.steps.models import StepRecord, UnitRecord
 from idempotency.shared.units import INBOX, KEYS, Unit
 from outbox.api import record
@@ -295,3 +295,24 @@ def test_an_action_locks_and_writes_where_writes_go(
 
     stuck.refresh_from_db()
     assert {field: getattr(stuck, field) for field in left} == left
+
+
+def test_a_compensation_whose_undo_raised_counts_as_stuck(client, staff):
+    # Its undo raised: the unit stays compensating, its lease cleared so the
+    # next abandon continues. Nothing retries it by itself: the operator's
+    # filter, figure and alert must show it.
+    unit = Unit(KEYS, ("user:1", "payment.create", "failed-undo"))
+    steps = begin(unit, "payment.create failed-undo", lease=LEASE)
+    steps.step("charge", lambda key: {"charge": "ch_1"}, undo=failing_refund)
+    with pytest.raises(CompensationFailed):
+        steps.give_up("declined")
+    assert UnitRecord.objects.get().state == "compensating"
+    client.force_login(staff)
+
+    listing = client.get(CHANGELIST + "?lease=stuck")
+    assert [u.pk for u in listing.context["cl"].result_list] == [unit.identity]
+    dashboard = client.get("/admin/ops/")
+    (units_panel,) = [
+        p for p in dashboard.context["panels"] if p.title == "Units of work (steps)"
+    ]
+    assert units_panel.figures[1].value == 1
