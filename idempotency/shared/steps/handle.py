@@ -175,6 +175,11 @@ class Steps:
         self.state = row.state
         self.reason = row.reason
         self._results: dict[str, Any] = results
+        # Stored by an atomic step inside the caller's transaction: its
+        # recovery point commits or rolls back with that transaction, which
+        # may be after the step returned. Checked against its row until seen
+        # committed.
+        self._uncommitted: set[str] = set()
         self._renew = renew
         self._renewed_at = clock.now()
 
@@ -183,13 +188,29 @@ class Steps:
 
     def done(self, name: str) -> bool:
         """Whether step ``name`` has its recovery point."""
-        return name in self._results
+        if name not in self._uncommitted:
+            return name in self._results
+        if not self._stored(name):
+            # Rolled back with the caller's transaction: the step runs again.
+            self._uncommitted.discard(name)
+            del self._results[name]
+            return False
+        if not connections[self.using].in_atomic_block:
+            self._uncommitted.discard(name)  # the caller's transaction committed
+        return True
+
+    def _stored(self, name: str) -> bool:
+        return (
+            StepRecord.objects.using(self.using)
+            .filter(unit_id=self.unit.identity, name=name, state=StepState.DONE)
+            .exists()
+        )
 
     @property
     def progressed(self) -> bool:
         """Whether any step of the unit has its recovery point (this attempt's
         or an earlier one's)."""
-        return bool(self._results)
+        return any(self.done(name) for name in list(self._results))
 
     def step(
         self,
@@ -211,9 +232,10 @@ class Steps:
         undo_path = undo_path_of(undo) if undo is not None else ""
         if self.state in GIVEN_UP:
             raise Abandon(self.reason)
-        if name in self._results:
+        if self.done(name):
             return self._results[name]
         connection = connections[self.using]
+        nested = connection.in_atomic_block
         if not atomic and connection.in_atomic_block:
             raise StepInTransaction(
                 f"Step {name!r} runs inside an open transaction: a rollback would "
@@ -238,6 +260,8 @@ class Steps:
                 self._note_failure(name, exc)
             raise
         self._results[name] = result
+        if nested:
+            self._uncommitted.add(name)
         self._renew_owner()
         return result
 

@@ -206,6 +206,26 @@ def test_an_atomic_step_may_run_inside_the_callers_transaction():
     assert names() == {"widget": "done"}
 
 
+def test_an_atomic_step_rolled_back_with_the_callers_transaction_runs_again():
+    # Its recovery point went with the caller's rollback: the same attempt
+    # calling it again must write the widget, not hand back the pk of a row
+    # that no longer exists.
+    steps = start()
+
+    def make_widget(key):
+        return Widget.objects.create(name="w").pk
+
+    with pytest.raises(Crash), transaction.atomic():
+        steps.step("widget", make_widget, atomic=True)
+        raise Crash
+    assert names() == {}
+    assert not steps.done("widget")
+
+    pk = steps.step("widget", make_widget, atomic=True)
+    assert list(Widget.objects.values_list("pk", flat=True)) == [pk]
+    assert names() == {"widget": "done"}
+
+
 @pytest.mark.parametrize(
     "value",
     [object(), {"at": float("nan")}, "a\x00b", {"a\x00": 1}, ["\ud800"], {1j: 1}],
