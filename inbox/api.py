@@ -303,6 +303,8 @@ def checked_intent(intent) -> str:
     """
     if not intent:
         return ""
+    if isinstance(intent, bytes | bytearray):
+        intent = _text(intent)  # a Kafka header's value, as for a message id
     if isinstance(intent, str) and INTENT_PATTERN.fullmatch(intent):
         return intent
     logger.warning("Dropped a malformed %s header: %.80r", INTENT_HEADER, intent)

@@ -92,6 +92,18 @@ def test_a_malformed_intent_is_dropped_and_the_delivery_starts_its_own(carried, 
     assert "malformed once-intent" in caplog.text
 
 
+def test_an_intent_given_as_bytes_is_the_same_intent_as_its_text(caplog):
+    # A Kafka header's value is bytes: the message id beside it is decoded,
+    # and so is the intent, or the chain would break at that hop.
+    headers = {"once-message-id": b"m1", "once-intent": INTENT.encode()}
+    with (
+        caplog.at_level(logging.WARNING, "inbox"),
+        receive("stock", b"m1", intent=intent_from(headers)) as delivery,
+    ):
+        assert delivery.intent == INTENT
+    assert "malformed" not in caplog.text
+
+
 def test_record_in_the_block_carries_the_intent_the_message_carried():
     # receive() opens the transaction record() joins.
     with receive("stock", "m1", intent=INTENT):
