@@ -1,5 +1,6 @@
 """What PostgreSQL can store: a value refused at the edge, or escaped to fit."""
 
+import decimal
 import json
 
 # Deeper JSON is refused where it is stored: Python's json module (the
@@ -33,8 +34,9 @@ def check_column(value: str, field, what: str) -> None:
     check_text(value, what)
 
 
-def jsonb(value, what: str = "A JSON value", *, encoder=None):
+def jsonb(value, what: str = "A JSON value", *, encoder=None, parse_float=None):
     """``value`` as a jsonb column gives it back (tuples become lists).
+    ``parse_float=read_back`` reads its floats as jsonb gives them back too.
 
     Raise TypeError for what JSON cannot encode, ValueError for what jsonb
     refuses (NaN or infinity, a NUL or a lone surrogate in a string or a key)
@@ -42,7 +44,7 @@ def jsonb(value, what: str = "A JSON value", *, encoder=None):
     """
     try:
         encoded = json.dumps(value, cls=encoder, allow_nan=False)
-        stored = json.loads(encoded)
+        stored = json.loads(encoded, parse_float=parse_float)
     except ValueError as exc:  # NaN, infinity, a circular reference
         raise ValueError(f"{what} is not JSON: {exc}") from exc
     except RecursionError:
@@ -50,6 +52,19 @@ def jsonb(value, what: str = "A JSON value", *, encoder=None):
     for string in _strings(stored, what):
         check_text(string, what)
     return stored
+
+
+def read_back(number: str) -> float | int:
+    """A JSON number with a fraction or an exponent as jsonb gives it back.
+
+    jsonb keeps numbers as ``numeric``, which prints an exponent out in
+    full: ``1e+16`` comes back as ``10000000000000000``, an int (and
+    ``1.2345678901234568e+18`` as another value than the float's)."""
+    if "e" in number.lower():
+        exact = decimal.Decimal(number)
+        if exact == exact.to_integral_value():
+            return int(exact)
+    return float(number)
 
 
 def text(value: str) -> str:

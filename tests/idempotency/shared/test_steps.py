@@ -141,6 +141,21 @@ def test_the_results_come_back_as_json_stores_them():
     assert start().step("pair", lambda key: (3, 4)) == [1, 2]
 
 
+def test_a_float_comes_back_to_the_first_run_as_the_retry_reads_it():
+    # jsonb prints 1.2345678901234568e+18 as 1234567890123456800, which reads
+    # back as an int, and not the float's value: the run that called and the
+    # one that resumed must see the same result.
+    def quote(key):
+        return {"amount": 1.2345678901234568e18, "ratio": 1.5e-07, "whole": 2.0}
+
+    first = start().step("quote", quote)
+    resumed = start().step("quote", quote)
+    assert first == resumed
+    assert {k: type(v) for k, v in first.items()} == {
+        k: type(v) for k, v in resumed.items()
+    }
+
+
 def test_a_step_that_raises_is_noted_and_called_again_next_time():
     def flaky(key):
         calls.append(("flaky", key, None))
