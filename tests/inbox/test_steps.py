@@ -372,3 +372,25 @@ def test_a_worker_that_stalls_before_its_unit_begins_leaves_an_applied_one_alone
     assert calls == ["book", "label", "mail"]  # nothing undone
     assert UnitRecord.objects.get().state == UnitRecord.State.DONE
     assert row().state == InboxMessage.State.APPLIED
+
+
+def test_a_renewal_rolled_back_with_the_callers_transaction_keeps_the_lease(clock):
+    # An atomic step inside the consumer's own transaction renewed the lease
+    # there; that transaction rolled back, and the lease with it. The worker
+    # still holds the delivery: its next step must not find it taken over.
+    class Undone(Exception):
+        pass
+
+    lease = inbox_settings.STEPS_LEASE
+    with receive_steps("shipping", "m1") as delivery:
+        delivery.step("book", called("book"))
+        clock.advance(lease * 0.6)  # a renewal is due
+        with suppress(Undone), transaction.atomic():
+            delivery.step("note", called("note"), atomic=True)
+            raise Undone
+        clock.advance(lease * 0.3)  # each step well within half a lease
+        delivery.step("label", called("label"))
+        clock.advance(lease * 0.3)  # past the claim's lease: renewed since?
+        delivery.step("mail", called("mail"))
+    assert calls == ["book", "note", "label", "mail"]
+    assert row().state == "applied"

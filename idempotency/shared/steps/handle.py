@@ -324,6 +324,12 @@ class Steps:
     def _renew_owner(self) -> None:
         if self._renew is None:
             return
+        if connections[self.using].in_atomic_block:
+            # An atomic step in the caller's transaction: renewed there, the
+            # lease would roll back with it while the owner's fence (the
+            # lease it set) and this handle believed it renewed.
+            transaction.on_commit(self._renew_owner, using=self.using)
+            return
         now = clock.now()
         if now - self._renewed_at >= self.lease / 2:
             self._renew(now + self.lease)
