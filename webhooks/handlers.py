@@ -103,6 +103,7 @@ def on(
 
     def register(handler: Callable) -> Callable:
         callables.refuse_deferred(handler, "Webhook handler")
+        _refuse_other_kind(handler, steps)
         handlers = _registry.setdefault((source, event_type), [])
         if handler not in handlers:
             handlers.append(handler)
@@ -111,6 +112,21 @@ def on(
         return handler
 
     return register
+
+
+def _refuse_other_kind(handler: Callable, steps: bool) -> None:
+    """A handler is a steps handler for all its event types or for none: its
+    kind is kept per handler, so registered plain for one event type and
+    with steps for another, it would run as a steps handler for both."""
+    registered = any(
+        known is handler for handlers in _registry.values() for known in handlers
+    )
+    if registered and (_steps_handlers.get(id(handler)) is handler) != steps:
+        raise ImproperlyConfigured(
+            f"{handler!r} is registered with and without steps=True: a handler "
+            "runs steps for every event type it handles or for none. Register "
+            "a function of its own for each kind."
+        )
 
 
 def runs_steps(handlers: list[Callable]) -> bool:

@@ -390,3 +390,23 @@ def test_a_worker_that_stalls_before_its_unit_begins_leaves_a_processed_one_alon
     assert UnitRecord.objects.get().state == UnitRecord.State.DONE
     receipt.refresh_from_db()
     assert receipt.state == "processed"
+
+
+def test_a_handler_is_a_steps_handler_for_all_its_event_types_or_none():
+    # The steps flag was kept per handler, not per registration: registered
+    # plain for "ping" too, it ran there in no transaction, its writes and
+    # the "processed" mark committing apart.
+    def both(event):
+        calls.append(event.event_type)
+
+    on("github", "push", steps=True)(both)
+    with pytest.raises(ImproperlyConfigured, match="steps=True"):
+        on("github", "ping")(both)
+
+    def plain(event):
+        calls.append(event.event_type)
+
+    on("github", "ping")(plain)
+    with pytest.raises(ImproperlyConfigured, match="steps=True"):
+        on("github", "push", steps=True)(plain)
+    on("github", "issues")(plain)  # plain again: fine
