@@ -497,6 +497,11 @@ def _check_name(name, *, undo: bool = False) -> None:
             "compensations' own, a NUL cannot be stored, and the unit "
             "separator (\\x1f) would derive another unit's key."
         )
+    try:
+        # Neither the step's row nor derive()'s hash can encode it.
+        storable.check_text(name, f"Step {name!r}")
+    except ValueError as exc:
+        raise StepError(f"{exc}.") from None
 
 
 def as_json(value, name: str):

@@ -289,6 +289,15 @@ def test_step_names_are_checked(name):
     assert calls == []
 
 
+def test_a_step_name_utf8_cannot_encode_is_refused_as_a_step_error():
+    # Neither its row nor derive()'s hash can take a lone surrogate: refused
+    # as a name, like a NUL, not as a UnicodeEncodeError from deep inside.
+    with pytest.raises(handle.StepError, match="surrogate"):
+        start().step("charge\ud800", charge, undo=refund)
+    assert calls == []
+    assert names() == {}
+
+
 def test_a_step_name_its_undos_name_would_not_fit_is_refused_before_the_call():
     # Its undo is stored as "undo:<name>": past the column's size the unit
     # could never be compensated.
