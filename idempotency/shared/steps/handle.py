@@ -538,6 +538,13 @@ def undo_path_of(undo) -> str:
             "retry, another worker or an operator in the console can run it "
             "by its dotted path."
         )
+    limit = StepRecord._meta.get_field("undo").max_length or 0
+    if len(path) > limit:
+        # Its step's recovery point could never be stored (after the call).
+        raise StepError(
+            f"undo={undo!r}: its dotted path has {len(path)} characters, where "
+            f"at most {limit} are kept."
+        )
     return path
 
 

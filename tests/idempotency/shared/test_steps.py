@@ -314,6 +314,24 @@ def test_a_step_name_its_undos_name_would_not_fit_is_refused_before_the_call():
     assert UnitRecord.objects.get().state == "compensated"
 
 
+def _long_named_undo(key, result):
+    return None
+
+
+# A module-level function whose dotted path is longer than the undo column.
+LONG_UNDO = "refund_" + "x" * 260
+_long_named_undo.__name__ = _long_named_undo.__qualname__ = LONG_UNDO
+globals()[LONG_UNDO] = _long_named_undo
+
+
+def test_an_undo_whose_dotted_path_would_not_fit_is_refused_before_the_call():
+    # Its recovery point could never be stored: each retry would call out
+    # again and fail to store, and the unit never get past the step.
+    with pytest.raises(handle.StepError, match="255"):
+        start().step("charge", charge, undo=_long_named_undo)
+    assert calls == []
+
+
 def test_each_recovery_point_sends_step_done_after_its_commit():
     heard = []
 
