@@ -102,7 +102,12 @@ def abandoning(produce, request):
 
     def run():
         try:
-            return produce()
+            response = produce()
+            if request.idempotency.steps.given_up:
+                # Joined a unit given up (an operator abandoned it) and called
+                # no step: its answer is the abandon's, its undos still owed.
+                raise steps.Abandon(request.idempotency.steps.reason)
+            return response
         except steps.Abandon as abandon:
             request.idempotency.steps.give_up(abandon.reason)
             return problems.from_exception(

@@ -207,6 +207,8 @@ def receive_steps(
     try:
         with units.running(delivery.unit):
             yield replace(delivery, steps=handle)
+        if handle.given_up:
+            raise Abandon(handle.reason)  # joined given up; no step raised it
     except StepTakenOver:
         raise  # a newer worker holds the delivery: nothing here is ours to write
     except Abandon as abandon:

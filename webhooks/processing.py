@@ -435,6 +435,8 @@ def _run_steps(receipts, receipt, *, last_attempt=False, died=None) -> Outcome:
         ):
             for handler in handlers_for(receipt.source, receipt.event_type):
                 run(handler, event)
+        if handle.given_up:
+            raise Abandon(handle.reason)  # joined given up; no step raised it
     except StepTakenOver:
         raise  # a newer worker holds the unit: giving it up is not ours to do
     except Abandon as abandon:

@@ -394,3 +394,37 @@ def test_a_renewal_rolled_back_with_the_callers_transaction_keeps_the_lease(cloc
         delivery.step("mail", called("mail"))
     assert calls == ["book", "note", "label", "mail"]
     assert row().state == "applied"
+
+
+carrier = {"down": False}
+
+
+def cancel_booking(key, result):
+    if carrier["down"]:
+        raise ConnectionError("the carrier is down")
+    calls.append(f"cancel {result['step']}")
+
+
+def test_a_redelivery_that_calls_no_step_still_runs_the_undos_its_unit_owes(clock):
+    # The first delivery gave up, and its undo raised: the unit stays
+    # compensating. The redelivery's consumer finds nothing left to do and
+    # calls no step: the retry still runs the remaining undos (docs/steps.md),
+    # rather than mark the delivery applied with the booking never cancelled.
+    from idempotency.shared.steps import CompensationFailed
+
+    carrier["down"] = True
+    with (
+        pytest.raises(CompensationFailed),
+        receive_steps("shipping", "m1") as delivery,
+    ):
+        delivery.step("book", called("book"), undo=cancel_booking)
+        raise Abandon("the order was cancelled")
+    carrier["down"] = False
+    clock.advance(inbox_settings.STEPS_LEASE + timedelta(seconds=1))
+
+    with receive_steps("shipping", "m1") as delivery:
+        assert not delivery.duplicate  # and nothing left to call
+
+    assert calls == ["book", "cancel book"]
+    assert UnitRecord.objects.get().state == UnitRecord.State.COMPENSATED
+    assert row().state == "applied"

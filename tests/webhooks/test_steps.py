@@ -410,3 +410,30 @@ def test_a_handler_is_a_steps_handler_for_all_its_event_types_or_none():
     with pytest.raises(ImproperlyConfigured, match="steps=True"):
         on("github", "push", steps=True)(plain)
     on("github", "issues")(plain)  # plain again: fine
+
+
+def test_a_retry_whose_handler_calls_no_step_still_finishes_a_given_up_unit(
+    clock, abandon_in_console
+):
+    # An operator abandoned the unit; the retry's handler finds nothing left
+    # to do: the receipt ends abandoned, not processed as if it had shipped.
+    first_run = []
+
+    @on("github", "push", steps=True)
+    def ship(event):
+        if first_run:
+            return
+        first_run.append(True)
+        event.step("charge", called("charge"), undo=undo_step)
+        raise RuntimeError("the carrier is down")
+
+    receipt = new_receipt()
+    with pytest.raises(HandlerFailed):
+        processing.process(receipt.pk)
+    clock.advance(webhooks_settings.STEPS_LEASE + timedelta(seconds=1))
+    abandon_in_console(UnitRecord.objects.get().pk)
+
+    assert processing.process(receipt.pk) == processing.Outcome.PROCESSED
+    receipt.refresh_from_db()
+    assert receipt.last_error.startswith("abandoned and compensated: Abandoned by")
+    assert calls == ["charge", "undo charge"]

@@ -207,6 +207,13 @@ class Steps:
         )
 
     @property
+    def given_up(self) -> bool:
+        """Whether the unit was given up (before or during this attempt): its
+        owner then finishes it abandoned, continuing any undos it owes, even
+        where its code called no step to raise ``Abandon``."""
+        return self.state in GIVEN_UP
+
+    @property
     def progressed(self) -> bool:
         """Whether any step of the unit has its recovery point (this attempt's
         or an earlier one's)."""
