@@ -34,9 +34,10 @@ def check_column(value: str, field, what: str) -> None:
     check_text(value, what)
 
 
-def jsonb(value, what: str = "A JSON value", *, encoder=None, parse_float=None):
-    """``value`` as a jsonb column gives it back (tuples become lists).
-    ``parse_float=read_back`` reads its floats as jsonb gives them back too.
+def jsonb(value, what: str = "A JSON value", *, encoder=None):
+    """``value`` as a jsonb column gives it back: tuples become lists, an
+    object keeps the last of duplicate keys, in jsonb's order, and a float
+    comes back as jsonb prints it (``read_back``).
 
     Raise TypeError for what JSON cannot encode, ValueError for what jsonb
     refuses (NaN or infinity, a NUL or a lone surrogate in a string or a key)
@@ -44,7 +45,9 @@ def jsonb(value, what: str = "A JSON value", *, encoder=None, parse_float=None):
     """
     try:
         encoded = json.dumps(value, cls=encoder, allow_nan=False)
-        stored = json.loads(encoded, parse_float=parse_float)
+        stored = json.loads(
+            encoded, parse_float=read_back, object_pairs_hook=_jsonb_object
+        )
     except ValueError as exc:  # NaN, infinity, a circular reference
         raise ValueError(f"{what} is not JSON: {exc}") from exc
     except RecursionError:
@@ -65,6 +68,18 @@ def read_back(number: str) -> float | int:
         if exact == exact.to_integral_value():
             return int(exact)
     return float(number)
+
+
+def _jsonb_object(pairs) -> dict:
+    """An object as jsonb keeps it: the last of duplicate keys, the shorter
+    keys first, then by their bytes."""
+    return dict(sorted(dict(pairs).items(), key=lambda item: _key_order(item[0])))
+
+
+def _key_order(key: str) -> tuple[int, bytes]:
+    # A lone surrogate is refused after (check_text), not here.
+    encoded = key.encode(errors="surrogatepass")
+    return len(encoded), encoded
 
 
 def text(value: str) -> str:

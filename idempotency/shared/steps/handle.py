@@ -513,10 +513,11 @@ def _check_name(name, *, undo: bool = False) -> None:
 
 def as_json(value, name: str):
     """``value`` as it will come back from the recovery point (tuples become
-    lists, floats jsonb prints as integers ints), refused unless PostgreSQL's
-    jsonb can store it: the attempt that called sees what a retry reads."""
+    lists, objects' keys in jsonb's order, floats jsonb prints as integers
+    ints), refused unless PostgreSQL's jsonb can store it: the attempt that
+    called sees what a retry reads."""
     try:
-        return storable.jsonb(value, parse_float=storable.read_back)
+        return storable.jsonb(value)
     except (TypeError, ValueError) as exc:
         raise StepResultNotJSON(
             f"Step {name!r} returned {type(value).__name__!s}: {exc}. Return "
