@@ -225,6 +225,31 @@ def test_a_retry_after_an_operator_abandoned_the_stuck_unit_answers_abandoned(
     assert (provider.calls, Widget.objects.count(), steps_views.mails) == (1, 0, [])
 
 
+def test_a_retry_that_calls_no_step_still_runs_the_undos_its_unit_owes(
+    api, user, abandon_in_console, clock
+):
+    views.faults["crash"] = 1  # dies after the charge, before the payment
+    with pytest.raises(views.SimulatedCrash):
+        api.post(URL, {"amount": 500}, key="k")
+    clock.advance(seconds=31)  # its lease lapses: stuck mid-steps
+
+    def refund_fails_once(step):
+        steps_views.on_call.remove(refund_fails_once)
+        raise ConnectionError("the provider is down")
+
+    steps_views.on_call.append(refund_fails_once)
+    abandon_in_console(unit_of(user).identity)
+    assert UnitRecord.objects.get().state == "compensating"  # the refund owed
+    steps_views.answer_early.append(True)  # the retry takes another branch
+
+    retry = api.post(URL, {"amount": 500}, key="k")
+
+    assert retry.status_code == 422
+    assert json.loads(retry.content)["type"].endswith("/operation-abandoned")
+    assert steps_views.refunds == [(unit_of(user).derive("undo:charge"), *charge_ids())]
+    assert UnitRecord.objects.get().state == "compensated"
+
+
 def test_steps_renew_the_keys_lease_so_a_slow_view_is_not_taken_over(api, user, clock):
     # Each outside call takes 20 s of a 30 s lease; a duplicate arrives 40 s in.
     duplicate = []
