@@ -26,6 +26,7 @@ from idempotency.shared.testing.messages import (
     Message,
     call_with_task_kwargs,
     new_message,
+    tasks_sent,
 )
 from idempotency.shared.testing.steps import (
     die_then_judge,
@@ -112,7 +113,7 @@ def check_crash_before_ack(consumer: Consumer) -> None:
     """The consumer commits, the process dies before the ack, the broker
     redelivers the same message: one effect (failure case 4)."""
     __tracebackhide__ = True
-    points, delta = _probe(consumer, "crash before ack")
+    points, delta = _probe(consumer, "crash before ack", CRASH_BEFORE_ACK)
     last = len(points.points)
     problems = _crash_and_redeliver(consumer, last, AFTER, delta)
     if problems:
@@ -127,7 +128,7 @@ def check_crash_anywhere(consumer: Consumer) -> None:
     """The process dies just before and just after each durable point of the
     consumer; after the redelivery the effect must be there exactly once."""
     __tracebackhide__ = True
-    points, delta = _probe(consumer, "crash anywhere")
+    points, delta = _probe(consumer, "crash anywhere", CRASH_ANYWHERE)
     count = len(points.points)
     problems = [
         problem
@@ -156,7 +157,9 @@ def check_crash_after_each_step(consumer: Consumer) -> None:
     counts, one per outside effect, to have each judged on its own)."""
     __tracebackhide__ = True
     case = "crash after each step"
-    probe, delta = _watch(consumer, case, step_kills(), attrgetter("steps"), _NO_STEP)
+    probe, delta = _watch(
+        consumer, case, CRASH_AFTER_STEP, step_kills(), attrgetter("steps"), _NO_STEP
+    )
 
     def start():
         message = consumer.message()
@@ -179,23 +182,39 @@ def _steps_lease() -> timedelta:
 CONSUMER_CHECKS = (check_redelivery, check_crash_before_ack, check_crash_anywhere)
 
 
-def _probe(consumer: Consumer, case: str):
+def _probe(consumer: Consumer, case: str, guarantee: str):
     """Deliver one message cleanly; return its durable points and its effect."""
-    return _watch(consumer, case, commit_points(), attrgetter("points"), _NO_COMMIT)
+    watch = commit_points()
+    return _watch(consumer, case, guarantee, watch, attrgetter("points"), _NO_COMMIT)
 
 
-def _watch(consumer: Consumer, case: str, watch, seen, refusal: str):
+def _watch(consumer: Consumer, case: str, guarantee: str, watch, seen, refusal: str):
     """Deliver one message cleanly under ``watch`` (a context manager that
     records the run); return its record and how much the effects grew.
 
     A run that left ``seen(record)`` empty gave the case nothing to die at:
-    it would pass having proved nothing, so it is refused with ``refusal``."""
+    it would pass having proved nothing, so it is refused with ``refusal``.
+    A task the consumer sent to the broker itself breaks ``guarantee``."""
     require_committed_transactions(case)
     message = consumer.message()
     before = g.measure(consumer.effects)
-    with watch as record:
+    # A retry of the consumer's own task is a redelivery, not an effect.
+    with tasks_sent(ignore={_name(consumer.consume)}) as sent, watch as record:
         consumer.hand(message)
     after = g.measure(consumer.effects)
+    if sent:
+        # Its effect outside the database, which no count of rows shows: a
+        # send cannot commit with the inbox row, so a death before that
+        # commit has the redelivery send it again (and one sent on commit
+        # is lost to a death right after it).
+        raise g.broken(
+            guarantee,
+            consumer.describe(message),
+            *(each.describe() for each in sent),
+            "a task sent while consuming cannot commit with the inbox row: "
+            "record() an outbox event in the consumer's transaction instead; "
+            "the relay publishes it once that commits",
+        )
     _require_an_effect(consumer, before, after)
     if not seen(record):
         raise g.CannotCheck(case, refusal)

@@ -32,7 +32,11 @@ from idempotency.shared.testing.crashes import (
     commit_points,
     require_committed_transactions,
 )
-from idempotency.shared.testing.messages import Message, call_with_task_kwargs
+from idempotency.shared.testing.messages import (
+    LIBRARY_TASKS,
+    Message,
+    call_with_task_kwargs,
+)
 from idempotency.shared.testing.steps import growth
 
 from .. import relay
@@ -48,17 +52,6 @@ STATE_AND_EVENT = (
 )
 STATE_AND_EVENT_CASE = "state and event commit together"
 
-# The library's own tasks: drains and kicks, never events.
-_LIBRARY_TASKS = frozenset(
-    {
-        "outbox.relay",
-        "inbox.purge",
-        "webhooks.process_receipt",
-        "webhooks.drain",
-        "webhooks.enqueue_waiting",
-        "idempotency.purge",
-    }
-)
 _PUBLISH = inspect.signature(Producer.publish)
 # Set while the outbox relay publishes a batch, in the thread doing it.
 _relaying: ContextVar[bool] = ContextVar("once_relaying", default=False)
@@ -166,7 +159,7 @@ def watching_the_broker() -> Iterator[list[BrokerSend]]:
 def _straight_send(arguments: dict) -> BrokerSend | None:
     headers = arguments.get("headers") or {}
     task = headers.get("task")
-    if task in _LIBRARY_TASKS:
+    if task in LIBRARY_TASKS:
         return None
     body = arguments.get("body")
     if task and isinstance(body, tuple | list) and len(body) >= 2:

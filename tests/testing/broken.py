@@ -5,6 +5,7 @@ Each piece is the kind of mistake the kit exists to catch in users' code.
 
 import uuid
 
+from celery import Celery
 from django.core import mail
 from django.db import transaction
 from django.db.models import F
@@ -176,6 +177,24 @@ def applies_after_receive(*, payload, headers, **kwargs):
 def without_inbox(*, payload, **kwargs):
     """No inbox at all."""
     Widget.objects.create(name=payload["name"])
+
+
+# A Celery app of the tests' own, on a broker in this process.
+tasks_app = Celery("kit-broken", broker="memory://", set_as_current=False)
+
+
+@tasks_app.task(name="broken.ship_widget")
+def ship_widget(name):
+    """Ships the widget: a carrier's pickup, out of the database."""
+
+
+@consumer("broken.ships-by-task")
+def ships_by_task(*, payload, **kwargs):
+    """Under the inbox, writes its widget and hands the shipping on to a task
+    sent straight to the broker: a death before the inbox's commit rolls the
+    widget back, but the task is out, and the redelivery sends it again."""
+    Widget.objects.create(name=payload["name"])
+    ship_widget.delay(payload["name"])
 
 
 @consumer("broken.mails-outside-steps", steps=True)

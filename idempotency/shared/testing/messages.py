@@ -3,9 +3,11 @@ format, which the inbox reads. The consumer checks deliver these, and the
 outbox's capture makes them."""
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 from ..headers import EVENT_HEADERS, MESSAGE_ID_HEADER
 
@@ -54,3 +56,50 @@ def new_message(event_type: str, payload: Any, aggregate_type: str = "") -> Mess
 def call_with_task_kwargs(consume: Callable, message: Message) -> Any:
     """Hand ``message`` to a Celery task or function as the relay's task gets it."""
     return consume(**message.task_kwargs())
+
+
+# The library's own tasks: drains and kicks, never a unit of work's effect.
+LIBRARY_TASKS = frozenset(
+    {
+        "outbox.relay",
+        "inbox.purge",
+        "webhooks.process_receipt",
+        "webhooks.drain",
+        "webhooks.enqueue_waiting",
+        "idempotency.purge",
+    }
+)
+
+
+@dataclass(frozen=True)
+class TaskSent:
+    """A Celery task a unit of work sent to a broker itself."""
+
+    task: str
+    args: Any
+    kwargs: Any
+
+    def describe(self) -> str:
+        return (
+            f"task {self.task} sent straight to the broker: {self.kwargs or self.args}"
+        )
+
+
+@contextmanager
+def tasks_sent(ignore: Collection[str] = ()) -> Iterator[list[TaskSent]]:
+    """Collect the Celery tasks the block sends (``delay()``,
+    ``apply_async()``, ``send_task()``, a group's or a chain's), all of which
+    go through ``Celery.send_task``; the library's own and ``ignore`` (a
+    consumer's retry of itself) are left out. The tasks still go out."""
+    from celery import Celery
+
+    sent: list[TaskSent] = []
+    send_task = Celery.send_task
+
+    def watched(app, name, args=None, kwargs=None, *rest, **options):
+        if name not in LIBRARY_TASKS and name not in ignore:
+            sent.append(TaskSent(name, args, kwargs))
+        return send_task(app, name, args, kwargs, *rest, **options)
+
+    with mock.patch.object(Celery, "send_task", watched):
+        yield sent

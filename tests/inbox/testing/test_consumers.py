@@ -158,3 +158,18 @@ def test_a_sum_of_an_empty_table_counts_as_0_in_one_count_per_effect(check):
 
     payload = {"order": 1, "sku": "BOOK-1", "quantity": 2}
     check(Consumer(reserve_stock, "order.created", payload, per_effect))
+
+
+@pytest.mark.parametrize(
+    "check",
+    [consumers.check_crash_before_ack, consumers.check_crash_anywhere],
+    **BY_NAME,
+)
+def test_a_consumer_sending_a_task_straight_to_the_broker_is_reported(check):
+    """Its widget is under the inbox, so every count the crash cases read is
+    right; the task it sends cannot commit with the inbox row, and the
+    redelivery after a death before that commit sends it again."""
+    message = broken_message(check, widgets(broken.ships_by_task))
+
+    assert "task broken.ship_widget sent straight to the broker" in message
+    assert "record() an outbox event" in message
