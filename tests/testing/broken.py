@@ -223,6 +223,15 @@ def mail_the_team(event):
     mail.send_mail("Pushed", event.delivery_id, "ci@example.com", ["team@example.com"])
 
 
+def ships_the_widget_by_task(event):
+    """Writes its widget, then hands the shipping on to a task sent straight
+    to the broker: a worker dying before the handler's commit rolls the
+    widget back, but the task is out, and the redelivered receipt sends it
+    again."""
+    widget = Widget.objects.create(name=event.delivery_id[:100])
+    ship_widget.delay(widget.name)
+
+
 def register(source, event_type, handler):
     on(source, event_type)(handler)
 

@@ -26,6 +26,7 @@ from idempotency.shared.testing.crashes import (
     commit_points,
     require_committed_transactions,
 )
+from idempotency.shared.testing.messages import tasks_sent
 from idempotency.shared.testing.steps import (
     die_then_judge,
     growth,
@@ -255,9 +256,22 @@ def check_webhook_crash(webhook: Webhook) -> None:
         delivery = webhook.signed(webhook.body())
         before = g.measure(webhook.effects)
         _, queued = desk.accept(delivery)
-        with commit_points() as points:
+        with tasks_sent() as sent, commit_points() as points:
             desk.process_all(queued)
         after = g.measure(webhook.effects)
+        if sent:
+            # Outside the database, which no count of rows shows: a send
+            # cannot commit with the handler's change, so a worker dying
+            # before that commit has the redelivered receipt send it again.
+            raise g.broken(
+                CRASHED_WEBHOOK,
+                f"{webhook.source} {webhook.event_type} delivery "
+                f"{delivery.delivery_id}",
+                *(each.describe() for each in sent),
+                "a task sent from a handler cannot commit with its change: "
+                "record() an outbox event in the handler instead; the relay "
+                "publishes it once that commits",
+            )
         _require_an_effect(webhook, before, after)
         delta = growth(before, after)
         problems = g.Problems(

@@ -239,3 +239,19 @@ def test_a_handler_dropping_events_by_age_lets_an_older_event_win(source):
         "ignored.\n"
     )
     assert 'arrived and set "payment_failed"' in message
+
+
+def test_a_handler_sending_a_task_straight_to_the_broker_is_reported():
+    """Its widget is under the handler's transaction, so the count is right;
+    the task cannot commit with it, and a death before that commit has the
+    redelivered receipt send it again."""
+    webhook = widget_events("kit-github", broken.ships_the_widget_by_task)
+
+    message = broken_message(deliveries.check_webhook_crash, webhook)
+
+    assert message.startswith(
+        "Guarantee broken: a webhook whose worker died while processing it is "
+        "applied exactly once.\n"
+    )
+    assert "task broken.ship_widget sent straight to the broker" in message
+    assert "record() an outbox event" in message
