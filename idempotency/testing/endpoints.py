@@ -40,6 +40,7 @@ from ..shared.testing.crashes import (
     require_committed_transactions,
     slowed,
 )
+from ..shared.testing.messages import sent_straight, tasks_sent
 from ..shared.testing.steps import each_once, growth, step_kills
 from ..shared.testing.threads import run_concurrently
 from . import guarantees as g
@@ -683,7 +684,18 @@ def check_crash_after_commit(endpoint: Endpoint) -> None:
     transaction commits) is lost for good, since every retry replays."""
     __tracebackhide__ = True
     case = _Case(endpoint, "crash-after-commit")
-    client, clean, delta = case.clean_run(commit_points(), new_intent=True)
+    with tasks_sent() as sent:
+        client, clean, delta = case.clean_run(commit_points(), new_intent=True)
+    if sent:
+        # Out of the database, which no count of rows shows: sent on commit,
+        # a death right after the commit loses it for good; sent before, a
+        # failure after it rolls the work back and the retry sends it again.
+        raise sent_straight(
+            g.CRASH_AFTER_COMMIT,
+            f"{endpoint.method.upper()} {case.url}",
+            sent,
+            "the view's work",
+        )
     if not clean.points:
         raise g.CannotCheck(
             case.name,

@@ -26,6 +26,7 @@ from idempotency.shared.testing.messages import (
     Message,
     call_with_task_kwargs,
     new_message,
+    sent_straight,
     tasks_sent,
 )
 from idempotency.shared.testing.steps import (
@@ -207,13 +208,8 @@ def _watch(consumer: Consumer, case: str, guarantee: str, watch, seen, refusal: 
         # send cannot commit with the inbox row, so a death before that
         # commit has the redelivery send it again (and one sent on commit
         # is lost to a death right after it).
-        raise g.broken(
-            guarantee,
-            consumer.describe(message),
-            *(each.describe() for each in sent),
-            "a task sent while consuming cannot commit with the inbox row: "
-            "record() an outbox event in the consumer's transaction instead; "
-            "the relay publishes it once that commits",
+        raise sent_straight(
+            guarantee, consumer.describe(message), sent, "the inbox row"
         )
     _require_an_effect(consumer, before, after)
     if not seen(record):

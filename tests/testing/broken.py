@@ -29,6 +29,15 @@ class WidgetSerializer(serializers.ModelSerializer):
         fields = ["id", "name"]
 
 
+# A Celery app of the tests' own, on a broker in this process.
+tasks_app = Celery("kit-broken", broker="memory://", set_as_current=False)
+
+
+@tasks_app.task(name="broken.ship_widget")
+def ship_widget(name):
+    """Ships the widget: a carrier's pickup, out of the database."""
+
+
 # Endpoints.
 
 
@@ -177,15 +186,6 @@ def applies_after_receive(*, payload, headers, **kwargs):
 def without_inbox(*, payload, **kwargs):
     """No inbox at all."""
     Widget.objects.create(name=payload["name"])
-
-
-# A Celery app of the tests' own, on a broker in this process.
-tasks_app = Celery("kit-broken", broker="memory://", set_as_current=False)
-
-
-@tasks_app.task(name="broken.ship_widget")
-def ship_widget(name):
-    """Ships the widget: a carrier's pickup, out of the database."""
 
 
 @consumer("broken.ships-by-task")
@@ -376,3 +376,17 @@ class ShipsSwallowingFailuresView(IdempotencyMixin, APIView):
         except Exception:
             return Response({"status": "accepted"}, status=202)
         return Response({"id": widget.pk, "shipped": True})
+
+
+class ShipsByTaskOnCommitView(IdempotencyMixin, APIView):
+    """Writes its widget and has a Celery task ship it once the claim's
+    transaction commits: a process dying between the commit and the send
+    keeps the stored answer, every retry replays it, and the widget is never
+    shipped."""
+
+    idempotency_operation = "broken.ships-by-task-on-commit"
+
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data["name"])
+        transaction.on_commit(lambda: ship_widget.delay(widget.name))
+        return Response({"id": widget.pk}, status=201)

@@ -26,7 +26,7 @@ from idempotency.shared.testing.crashes import (
     commit_points,
     require_committed_transactions,
 )
-from idempotency.shared.testing.messages import tasks_sent
+from idempotency.shared.testing.messages import sent_straight, tasks_sent
 from idempotency.shared.testing.steps import (
     die_then_judge,
     growth,
@@ -263,14 +263,12 @@ def check_webhook_crash(webhook: Webhook) -> None:
             # Outside the database, which no count of rows shows: a send
             # cannot commit with the handler's change, so a worker dying
             # before that commit has the redelivered receipt send it again.
-            raise g.broken(
+            raise sent_straight(
                 CRASHED_WEBHOOK,
                 f"{webhook.source} {webhook.event_type} delivery "
                 f"{delivery.delivery_id}",
-                *(each.describe() for each in sent),
-                "a task sent from a handler cannot commit with its change: "
-                "record() an outbox event in the handler instead; the relay "
-                "publishes it once that commits",
+                sent,
+                "the handler's change",
             )
         _require_an_effect(webhook, before, after)
         delta = growth(before, after)

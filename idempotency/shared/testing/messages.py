@@ -10,6 +10,7 @@ from typing import Any
 from unittest import mock
 
 from ..headers import EVENT_HEADERS, MESSAGE_ID_HEADER
+from .guarantees import GuaranteeBroken, broken
 
 
 @dataclass(frozen=True)
@@ -103,3 +104,18 @@ def tasks_sent(ignore: Collection[str] = ()) -> Iterator[list[TaskSent]]:
 
     with mock.patch.object(Celery, "send_task", watched):
         yield sent
+
+
+def sent_straight(
+    guarantee: str, subject: str, sent: list[TaskSent], work: str
+) -> GuaranteeBroken:
+    """The report of tasks a unit of work sent itself: none commits with
+    ``work``, so a death on either side of its commit doubles or loses it."""
+    return broken(
+        guarantee,
+        subject,
+        *(each.describe() for each in sent),
+        f"a task sent there cannot commit with {work}: record() an outbox "
+        "event in its transaction instead; the relay publishes it once that "
+        "commits",
+    )

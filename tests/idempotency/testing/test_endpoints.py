@@ -702,3 +702,18 @@ def test_a_fail_the_view_never_reaches_is_not_taken_for_a_swallowed_failure():
 
     assert "it needs fail() to make the view fail" in str(refused.value)
     assert "the mock fail() patched in was never called" in str(refused.value)
+
+
+def test_a_task_sent_once_the_answer_commits_is_reported():
+    """The widget count is right in every case; the task sent on commit, out
+    of the database, is lost to a process dying right after that commit."""
+    endpoint = widgets("/broken/ships-by-task/")
+
+    message = broken_message(endpoints.check_crash_after_commit, endpoint)
+
+    assert message.startswith(
+        "Guarantee broken: a request whose process dies right after its work "
+        "commits has made each effect once"
+    )
+    assert "task broken.ship_widget sent straight to the broker" in message
+    assert "record() an outbox event" in message
