@@ -1,5 +1,6 @@
 """Sound code the proof kit must pass, in shapes its other tests do not have."""
 
+from celery import Celery
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.csrf import csrf_exempt
@@ -9,6 +10,7 @@ from rest_framework.views import APIView
 
 from idempotency.decorators import idempotent
 from idempotency.mixins import IdempotencyMixin
+from inbox.api import consumer
 from tests.testapp.models import Widget
 
 SHIPPED = "shipped "
@@ -39,3 +41,22 @@ def form_widget(request):
     """A plain Django view reading a form (``request.POST``), not JSON."""
     widget = Widget.objects.create(name=request.POST["name"])
     return JsonResponse({"id": widget.pk}, status=201)
+
+
+# A Celery app of the tests' own, on a broker in this process.
+tasks_app = Celery("kit-sound", broker="memory://", set_as_current=False)
+
+
+@tasks_app.task(name="sound.ship_widget")
+def ship_widget(name, key):
+    """Ships the widget once per key: the carrier dedupes on it."""
+
+
+@consumer("sound.ships-in-a-step", steps=True)
+def ships_in_a_step(delivery, *, payload, **kwargs):
+    """A steps consumer whose outside call is a task sent in a step, with
+    the step's key: a redelivery resumes past it, or sends it again with the
+    same key, which the carrier dedupes."""
+    name = payload["name"]
+    delivery.step("ship", lambda key: ship_widget.delay(name, key).id)
+    delivery.step("note", lambda key: Widget.objects.create(name=name).pk, atomic=True)

@@ -5,6 +5,7 @@ outbox's capture makes them."""
 import uuid
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
@@ -90,20 +91,39 @@ class TaskSent:
 def tasks_sent(ignore: Collection[str] = ()) -> Iterator[list[TaskSent]]:
     """Collect the Celery tasks the block sends (``delay()``,
     ``apply_async()``, ``send_task()``, a group's or a chain's), all of which
-    go through ``Celery.send_task``; the library's own and ``ignore`` (a
-    consumer's retry of itself) are left out. The tasks still go out."""
+    go through ``Celery.send_task``; the library's own, ``ignore`` (a
+    consumer's retry of itself) and those sent in a step (its outside call,
+    given the step's key: the steps cases judge it) are left out. The tasks
+    still go out."""
     from celery import Celery
+
+    from ..steps import Steps  # models: loaded once Django is set up
 
     sent: list[TaskSent] = []
     send_task = Celery.send_task
+    step = Steps.step
 
     def watched(app, name, args=None, kwargs=None, *rest, **options):
-        if name not in LIBRARY_TASKS and name not in ignore:
+        if not _in_step.get() and name not in LIBRARY_TASKS | set(ignore):
             sent.append(TaskSent(name, args, kwargs))
         return send_task(app, name, args, kwargs, *rest, **options)
 
-    with mock.patch.object(Celery, "send_task", watched):
+    def stepping(steps, *args, **kwargs):
+        token = _in_step.set(True)
+        try:
+            return step(steps, *args, **kwargs)
+        finally:
+            _in_step.reset(token)
+
+    with (
+        mock.patch.object(Celery, "send_task", watched),
+        mock.patch.object(Steps, "step", stepping),
+    ):
         yield sent
+
+
+# Set while a unit of work runs one of its steps, in the thread running it.
+_in_step: ContextVar[bool] = ContextVar("once_in_step", default=False)
 
 
 def sent_straight(

@@ -11,7 +11,7 @@ from inbox.testing import consumers
 from inbox.testing.consumers import Consumer
 from tests.testapp.models import Stock, Widget
 from tests.testapp.tasks import reserve_stock
-from tests.testing import broken
+from tests.testing import broken, sound
 from tests.testing.helpers import broken_message, new_widget, widget_count
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -173,3 +173,10 @@ def test_a_consumer_sending_a_task_straight_to_the_broker_is_reported(check):
 
     assert "task broken.ship_widget sent straight to the broker" in message
     assert "record() an outbox event" in message
+
+
+@pytest.mark.parametrize("check", consumers.CONSUMER_CHECKS, **BY_NAME)
+def test_every_case_holds_for_a_task_sent_in_a_step(check):
+    """A task sent in a step, with its key, is the step's outside call: the
+    steps cases judge it, the crash cases do not report it."""
+    check(widgets(sound.ships_in_a_step))
