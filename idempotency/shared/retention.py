@@ -112,25 +112,38 @@ def purge(
     deleted = {}
     for name, purgeables in chosen.items():
         deleted[name] = 0
+        on_db: dict[str, int] = {}  # the kind's rows deleted, per database
         try:
             for purgeable in purgeables:
+                db = _where_deleted(purgeable, now, using).db
                 for count in _purge_rows(
                     name, purgeable, now, using, batch_size, pause, progress
                 ):
                     deleted[name] += count
+                    on_db[db] = on_db.get(db, 0) + count
         finally:
             # Each batch committed on its own: the rows are gone already,
             # and are reported even when a later batch failed.
-            if deleted[name]:
-                _report(
-                    purged,
-                    logging.INFO,
-                    "Purged %(rows)s %(kind)s row(s)",
-                    sender=name,
-                    kind=name,
-                    rows=deleted[name],
-                )
+            for db, rows in on_db.items():
+                if rows:
+                    _report_purged(name, rows, db)
     return deleted
+
+
+def _report_purged(name, rows, db) -> None:
+    """``purged``, at once, or inside a caller's transaction on ``db`` (where
+    the batches did not commit on their own) once it commits: a rollback
+    restores the rows. At once otherwise: a batch that failed may have closed
+    the connection, and on_commit() would have to open it again."""
+    _report(
+        purged,
+        logging.INFO,
+        "Purged %(rows)s %(kind)s row(s)",
+        using=db if connections[db].in_atomic_block else None,
+        sender=name,
+        kind=name,
+        rows=rows,
+    )
 
 
 def _purge_rows(

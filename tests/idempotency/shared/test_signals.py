@@ -114,3 +114,21 @@ def test_a_purge_that_fails_midway_still_reports_the_rows_it_deleted(monkeypatch
 
     assert IdempotencyRecord.objects.count() == 1
     assert heard == [("purged", {"kind": "idempotency", "rows": 1})]
+
+
+def test_a_purge_in_a_transaction_that_rolls_back_sends_nothing():
+    # Inside a caller's transaction the batches commit with it, or not at all:
+    # a rollback leaves every row, so no receiver (no counter) may hear of it.
+    expired_keys("a", "b")
+
+    with listening() as heard:
+        with pytest.raises(Boom), transaction.atomic():
+            retention.purge(only=["idempotency"], pause=0)
+            assert heard == []
+            raise Boom
+        assert IdempotencyRecord.objects.count() == 2
+        with transaction.atomic():
+            retention.purge(only=["idempotency"], pause=0)
+            assert heard == []
+
+    assert heard == [("purged", {"kind": "idempotency", "rows": 2})]
