@@ -51,14 +51,15 @@ def _inject(context=None) -> dict[str, str]:
 
 
 def _extract(headers: Mapping | None):
-    """The remote span context ``headers`` carry, or None without one."""
+    """The remote span context ``headers`` carry, or None without a valid one."""
     if not headers or not headers.get(TRACEPARENT):
         return None
     names = (TRACEPARENT, TRACESTATE)
     carrier = {name: _text(headers[name]) for name in names if name in headers}
-    # An invalid one (malformed) is dropped by the propagator's inject and
-    # the SDK's links, and parents a new trace.
-    return trace.get_current_span(_propagator.extract(carrier)).get_span_context()
+    context = trace.get_current_span(_propagator.extract(carrier)).get_span_context()
+    # A malformed one is none: as the batch's parent it would start a new
+    # trace in place of the next message's context.
+    return context if context.is_valid else None
 
 
 def _text(value) -> str:

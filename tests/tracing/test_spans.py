@@ -146,6 +146,24 @@ def test_a_send_inside_a_trace_is_its_child_and_still_links_each_create(
     assert [link.context.span_id for link in send.links] == [create.context.span_id]
 
 
+def test_a_batch_continues_the_first_valid_context_past_a_malformed_one(
+    spans, request_span, sent
+):
+    # A traceparent the producer gave is kept as it is: a malformed one is
+    # no context, neither the batch's parent nor a link.
+    record_order(1, headers={"traceparent": "a\r\nb: c"})
+    with request_span():
+        record_order(2)
+    _, create = named(spans, "create order")
+
+    relay.drain()
+
+    (send,) = named(spans, "send order")
+    assert send.parent.span_id == create.context.span_id
+    assert send.context.trace_id == create.context.trace_id
+    assert [link.context.span_id for link in send.links] == [create.context.span_id]
+
+
 def test_a_batch_of_several_destinations_is_named_send_alone(spans, request_span, sent):
     with request_span():
         record_order(1, "order")
