@@ -5,6 +5,7 @@ import logging
 import os
 import weakref
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
 
@@ -27,10 +28,12 @@ class GaugeCollector:
             try:
                 # Read whole first: a query failing halfway adds no family.
                 families = list(gauges(now))
-            except DatabaseError:
+            except (DatabaseError, ImproperlyConfigured):
                 # The scrape goes on without them: failing it would drop the
                 # counters too (the project's own, in a shared registry),
-                # which are what shows a database outage.
+                # which are what shows a database outage. An app's refused
+                # setting (its views answer 500, naming it) is no reason
+                # either.
                 logger.warning(
                     "Could not read the gauges of %s; scraped without them.",
                     gauges.__module__,

@@ -104,6 +104,25 @@ def test_a_database_outage_never_breaks_a_registry_the_project_serves():
     assert value(scraped, "project_requests_total") == 1
 
 
+@override_settings(IDEMPOTENCY=METRICS_ON, WEBHOOKS={"SOURCES": "github"})
+def test_a_refused_setting_of_one_app_never_breaks_a_registry_the_project_serves(
+    caplog,
+):
+    # Refused at first use (the intake answers 500, naming it): the scrape
+    # must still serve the project's metrics, and the other apps' gauges.
+    registry = CollectorRegistry()
+    register(registry)
+    theirs = Counter("project_requests", "The project's own.", registry=registry)
+    theirs.inc()
+
+    scraped = samples(generate_latest(registry).decode())
+
+    assert value(scraped, "project_requests_total") == 1
+    assert ("once_outbox_backlog", ()) in scraped
+    assert not any(name.startswith("once_webhooks_receipts") for name, _ in scraped)
+    assert "webhooks.E002" in caplog.text
+
+
 def fail_the_first_query():
     """A wrapper whose first query fails in the database itself (a
     statement timeout, say): PostgreSQL aborts the transaction it ran in."""
