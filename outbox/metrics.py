@@ -16,6 +16,11 @@ events = Counter(
     "pending), dead, or requeued by an operator.",
     ["outcome"],
 )
+# Each at 0 from the start: a series that appears only at its first count is
+# absent until then, and the relay alert's "recorded > published" compares
+# with nothing (stays silent) while a relay has published nothing at all.
+for _outcome in ("recorded", "published", "publish_failed", "dead", "requeued"):
+    events.labels(_outcome)
 batch_seconds = Histogram(
     "once_outbox_relay_batch_seconds",
     "How long the relay took to publish a batch and write it back (batches "

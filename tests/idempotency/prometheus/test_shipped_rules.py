@@ -2,7 +2,10 @@
 name only metrics the code exports."""
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +13,7 @@ import yaml
 from django.test import override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from .scraping import METRICS_ON
+from .scraping import METRICS_ON, samples
 
 pytestmark = pytest.mark.django_db
 
@@ -81,3 +84,41 @@ def test_the_check_reads_the_names_it_checks(exported):
     # A scrape that offered nothing would let any name through.
     assert {"once_keys_total", "once_outbox_backlog"} <= exported
     assert "once_outbox_publish_lag_seconds_bucket" in exported
+
+
+SELECTOR = re.compile(r"\b(once_[a-z0-9_]+)\{([^}]*)\}")
+MATCHER = re.compile(r'(\w+)="([^"]*)"')
+# A worker that has counted nothing yet: its registry as the metrics modules
+# make it, before any signal.
+FRESH_SCRAPE = """
+import django
+django.setup()
+from idempotency.shared import contributions
+from prometheus_client import REGISTRY, generate_latest
+contributions.metric_receivers()
+print(generate_latest(REGISTRY).decode())
+"""
+
+
+def test_every_series_a_rule_selects_by_label_exists_before_anything_is_counted():
+    # A series that only appears at its first count is absent until then, and
+    # a comparison with an absent series is empty: "recorded > 1.1 *
+    # published" stays silent while a relay has published nothing at all.
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    text = subprocess.run(
+        [sys.executable, "-c", FRESH_SCRAPE],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[3],
+    ).stdout
+    fresh = samples(text)
+    selected = {
+        (name, tuple(sorted(MATCHER.findall(matchers))))
+        for expr in rule_expressions().values()
+        for name, matchers in SELECTOR.findall(expr)
+    }
+
+    assert selected  # the check reads the selectors it checks
+    assert {series for series in selected if series not in fresh} == set()
