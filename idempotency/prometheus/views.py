@@ -2,6 +2,7 @@
 
 from django.db import transaction
 from django.http import Http404, HttpResponse
+from django.views.decorators.cache import never_cache
 
 from ..shared.conf import shared_settings
 
@@ -9,6 +10,9 @@ from ..shared.conf import shared_settings
 # It only reads, each gauge on its own: in ATOMIC_REQUESTS's transaction, the
 # first gauge query to fail would abort it, and every later gauge with it.
 @transaction.non_atomic_requests
+# Each scrape reads now: a per-site cache (or a proxy's) would answer the
+# counters and gauges of an earlier one.
+@never_cache
 def metrics_view(request):
     """Every metric, in the text format the scraper asks for (Prometheus's
     or OpenMetrics); 404 while IDEMPOTENCY["METRICS"] is off."""

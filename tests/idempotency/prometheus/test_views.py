@@ -1,6 +1,7 @@
 """The /metrics view, and the gauges registered into a project's own registry."""
 
 import pytest
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import OperationalError, connection
 from django.test import override_settings
@@ -49,6 +50,28 @@ def test_the_view_answers_openmetrics_to_a_scraper_that_asks_for_it(client):
 
     assert answer["Content-Type"].startswith("application/openmetrics-text")
     assert answer.content.endswith(b"# EOF\n")
+
+
+def test_a_site_wide_cache_never_answers_a_scrape_with_an_old_one(client):
+    # Django's per-site cache keeps a GET's 200 for CACHE_MIDDLEWARE_SECONDS:
+    # every scrape would read the counters and gauges of the first.
+    cached = override_settings(
+        IDEMPOTENCY=METRICS_ON,
+        MIDDLEWARE=[
+            "django.middleware.cache.UpdateCacheMiddleware",
+            *settings.MIDDLEWARE,
+            "django.middleware.cache.FetchFromCacheMiddleware",
+        ],
+        CACHE_MIDDLEWARE_KEY_PREFIX="test-scrape-cache",
+    )
+    labels = {"operation": "tests.cache", "mode": "atomic", "outcome": "claimed"}
+    with cached:
+        before = value(scrape(client), "once_keys_total", **labels, reason="")
+        keys.labels(*labels.values(), "").inc()
+
+        after = value(scrape(client), "once_keys_total", **labels, reason="")
+
+    assert after == before + 1
 
 
 @override_settings(IDEMPOTENCY=METRICS_ON)
