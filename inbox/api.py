@@ -544,13 +544,15 @@ class ConsumerTask(Task):
         it. Once such runs used up ``MAX_ATTEMPTS``, the message is dead (the
         row says so) and acked, instead of killing a worker for ever."""
         subscriber, message_id = _identity(self, args, kwargs)
+        error = "its worker died (or lost the broker) before acking it"
+        using = router.db_for_write(InboxMessage)
         lost = InboxMessage.objects.count_lost_run(
             subscriber,
             message_id,
             clock.now(),
-            error="its worker died (or lost the broker) before acking it",
+            error=error,
             redrive=_redrive(self, args, kwargs),
-            using=router.db_for_write(InboxMessage),
+            using=using,
         )
         if lost is None or lost < inbox_settings.MAX_ATTEMPTS:
             return  # applied or running already, or it has runs left
@@ -561,6 +563,7 @@ class ConsumerTask(Task):
             lost,
             extra={"task": self.name, "task_id": self.request.id},
         )
+        signals.dead(subscriber, message_id, attempts=lost, error=error, using=using)
         raise Ignore()  # recorded dead: ack the broker's copy
 
     def _retry_or_bury(self, exc, args, kwargs):
@@ -592,6 +595,12 @@ class ConsumerTask(Task):
             attempt,
             exc,
             extra={"task": self.name, "task_id": self.request.id, **buried},
+        )
+        signals.dead(
+            **buried,
+            attempts=attempt,
+            error=_error_text(exc),
+            using=router.db_for_write(InboxMessage),
         )
         # Recorded: ack the broker's copy (Ignore acks; a failure would not).
         raise Ignore() from exc
@@ -635,11 +644,16 @@ def _bury(task, exc, attempt, args, kwargs) -> dict:
         message_id,
         clock.now(),
         attempts=attempt,
-        error=repr(exc)[:2000],
+        error=_error_text(exc),
         redrive=_redrive(task, args, kwargs),
         using=router.db_for_write(InboxMessage),
     )
     return {"subscriber": subscriber, "message_id": message_id}
+
+
+def _error_text(exc) -> str:
+    """What a dead row (and its signal) says of the error."""
+    return repr(exc)[:2000]
 
 
 def _identity(task, args, kwargs) -> tuple[str, str]:

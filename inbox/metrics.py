@@ -13,7 +13,8 @@ from .models import InboxMessage
 messages = Counter(
     "once_inbox_messages",
     "Messages by what the inbox decided: received (applied), duplicate "
-    "(a redelivery dropped) or replayed (a dead one, by an operator).",
+    "(a redelivery dropped), dead (its attempts ran out) or replayed (a "
+    "dead one, by an operator).",
     ["subscriber", "outcome"],
 )
 
@@ -26,6 +27,10 @@ def on_duplicate_dropped(sender, *, subscriber, **kwargs):
     messages.labels(subscriber, "duplicate").inc()
 
 
+def on_dead(sender, *, subscriber, **kwargs):
+    messages.labels(subscriber, "dead").inc()
+
+
 def on_replayed(sender, **kwargs):
     # Per replayed message, by its subscriber (never its id). Its argument
     # "messages" is read from kwargs: the name is this module's counter's.
@@ -36,6 +41,7 @@ def on_replayed(sender, **kwargs):
 RECEIVERS = [
     (signals.message_received, on_received),
     (signals.duplicate_dropped, on_duplicate_dropped),
+    (signals.message_dead, on_dead),
     (signals.messages_replayed, on_replayed),
 ]
 

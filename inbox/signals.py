@@ -15,6 +15,9 @@ duplicate_dropped = Signal()
 # An operator replayed dead messages from the console: count, user, messages
 # (each replayed one's subscriber and message_id).
 messages_replayed = Signal()
+# A consumer task's attempts ran out (or its runs kept dying before their
+# ack): the message is dead, kept for a replay. attempts, error.
+message_dead = Signal()
 
 
 # Sending them, with one log line per decision on the "inbox" logger.
@@ -37,6 +40,21 @@ def delivered(delivery, *, using: str) -> None:
         using=using,
         subscriber=delivery.subscriber,
         message_id=delivery.message_id,
+    )
+
+
+def dead(subscriber: str, message_id: str, *, attempts, error, using) -> None:
+    """Once its dead row is written; logged where that was decided (with the
+    task's name and id)."""
+    _report(
+        message_dead,
+        None,
+        "",
+        using=using,
+        subscriber=subscriber,
+        message_id=message_id,
+        attempts=attempts,
+        error=error,
     )
 
 

@@ -68,3 +68,29 @@ def test_each_decision_is_logged_once_with_the_subscriber_and_message_id(caplog)
         ("INFO", "Dropped a redelivery of m1 to stock"),
     ]
     assert {(r.subscriber, r.message_id) for r in logged} == {("stock", "m1")}
+
+
+def test_a_consumer_task_whose_attempts_ran_out_says_the_message_is_dead(tmp_path):
+    # A decision like the outbox's event_dead: without a signal no receiver
+    # (and no counter) heard of it, only the gauge at the next scrape.
+    from inbox.conf import inbox_settings
+    from tests.inbox.consumers import flaky
+
+    with listening() as heard:
+        flaky.apply(
+            kwargs={
+                "payload": {"runs": str(tmp_path / "runs"), "failures": 9},
+                "headers": {"once-message-id": "m-dead"},
+            },
+            task_id="t-dead",
+            retries=inbox_settings.MAX_ATTEMPTS - 1,
+        )
+
+    assert InboxMessage.objects.dead().get().message_id == "m-dead"
+    [dead] = heard.of("message_dead")
+    assert dead == {
+        "subscriber": "inbox-tests.flaky",
+        "message_id": "m-dead",
+        "attempts": inbox_settings.MAX_ATTEMPTS,
+        "error": "RuntimeError('flaky run 1')",
+    }
