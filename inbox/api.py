@@ -573,7 +573,7 @@ class ConsumerTask(Task):
             # A refused message id is refused again on every retry.
             if not last and not isinstance(exc, InboxError):
                 raise self.retry(exc=exc, countdown=_backoff(attempt))
-            buried = _bury(self, exc, attempt, args, kwargs)
+            buried, dead = _bury(self, exc, attempt, args, kwargs)
         except Retry:
             raise
         except Exception as problem:
@@ -596,12 +596,13 @@ class ConsumerTask(Task):
             exc,
             extra={"task": self.name, "task_id": self.request.id, **buried},
         )
-        signals.dead(
-            **buried,
-            attempts=attempt,
-            error=_error_text(exc),
-            using=router.db_for_write(InboxMessage),
-        )
+        if dead:  # not when another delivery applied it meanwhile
+            signals.dead(
+                **buried,
+                attempts=attempt,
+                error=_error_text(exc),
+                using=router.db_for_write(InboxMessage),
+            )
         # Recorded: ack the broker's copy (Ignore acks; a failure would not).
         raise Ignore() from exc
 
@@ -636,10 +637,11 @@ def _backoff(attempt: int) -> float:
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
-def _bury(task, exc, attempt, args, kwargs) -> dict:
-    """Record the dead message; return its identity (for the log)."""
+def _bury(task, exc, attempt, args, kwargs) -> tuple[dict, bool]:
+    """Record the dead message; return its identity (for the log) and
+    whether it is dead (not applied meanwhile by another delivery)."""
     subscriber, message_id = _identity(task, args, kwargs)
-    InboxMessage.objects.bury(
+    dead = InboxMessage.objects.bury(
         subscriber,
         message_id,
         clock.now(),
@@ -648,7 +650,7 @@ def _bury(task, exc, attempt, args, kwargs) -> dict:
         redrive=_redrive(task, args, kwargs),
         using=router.db_for_write(InboxMessage),
     )
-    return {"subscriber": subscriber, "message_id": message_id}
+    return {"subscriber": subscriber, "message_id": message_id}, dead
 
 
 def _error_text(exc) -> str:

@@ -142,14 +142,16 @@ class InboxMessageManager(_BaseManager):
             .update(state=APPLIED, locked_until=None)
         )
 
-    def bury(self, subscriber, message_id, now, *, attempts, error, redrive, using):
+    def bury(
+        self, subscriber, message_id, now, *, attempts, error, redrive, using
+    ) -> bool:
         """Record that every attempt at ``message_id`` raised: a dead row.
 
         One statement, in its own transaction (the attempts' rolled back). A
-        row some other delivery applied meanwhile is left applied.
+        row some other delivery applied meanwhile is left applied: False.
         """
         values = _dead_row(subscriber, message_id, now, attempts, error, redrive)
-        self._upsert(_BURIED, _bury_sql, values, using=using)
+        return self._upsert(_BURIED, _bury_sql, values, using=using) is not None
 
     def count_lost_run(self, subscriber, message_id, now, *, error, redrive, using):
         """Record that a run of ``message_id`` ended without an ack (its worker
@@ -252,7 +254,9 @@ def _bury_sql(insert, connection) -> str:
     return (
         f"{insert.sql} {_on_conflict(insert, connection)} DO UPDATE SET {updated} "
         # A running row is a steps consumer's that gave up: dead now too.
-        f"WHERE {insert.table}.{state} IN ('{DEAD}', '{RUNNING}')"
+        f"WHERE {insert.table}.{state} IN ('{DEAD}', '{RUNNING}') "
+        # A row only when buried: not when left applied.
+        f"RETURNING {state}"
     )
 
 

@@ -70,21 +70,28 @@ def test_each_decision_is_logged_once_with_the_subscriber_and_message_id(caplog)
     assert {(r.subscriber, r.message_id) for r in logged} == {("stock", "m1")}
 
 
+def run_its_last_attempt(tmp_path, message_id):
+    """A consumer task's last attempt, raising: its message is buried dead."""
+    from inbox.conf import inbox_settings
+    from tests.inbox.consumers import flaky
+
+    flaky.apply(
+        kwargs={
+            "payload": {"runs": str(tmp_path / "runs"), "failures": 9},
+            "headers": {"once-message-id": message_id},
+        },
+        task_id=f"t-{message_id}",
+        retries=inbox_settings.MAX_ATTEMPTS - 1,
+    )
+
+
 def test_a_consumer_task_whose_attempts_ran_out_says_the_message_is_dead(tmp_path):
     # A decision like the outbox's event_dead: without a signal no receiver
     # (and no counter) heard of it, only the gauge at the next scrape.
     from inbox.conf import inbox_settings
-    from tests.inbox.consumers import flaky
 
     with listening() as heard:
-        flaky.apply(
-            kwargs={
-                "payload": {"runs": str(tmp_path / "runs"), "failures": 9},
-                "headers": {"once-message-id": "m-dead"},
-            },
-            task_id="t-dead",
-            retries=inbox_settings.MAX_ATTEMPTS - 1,
-        )
+        run_its_last_attempt(tmp_path, "m-dead")
 
     assert InboxMessage.objects.dead().get().message_id == "m-dead"
     [dead] = heard.of("message_dead")
@@ -94,3 +101,27 @@ def test_a_consumer_task_whose_attempts_ran_out_says_the_message_is_dead(tmp_pat
         "attempts": inbox_settings.MAX_ATTEMPTS,
         "error": "RuntimeError('flaky run 1')",
     }
+
+
+def test_a_message_applied_before_its_failed_run_is_buried_is_not_said_dead(
+    tmp_path, monkeypatch
+):
+    # Another delivery applied it between this run's failure and its burial:
+    # the row stays applied, and no receiver may count it dead.
+    from inbox.api import receive
+    from inbox.querysets import InboxMessageManager
+
+    bury = InboxMessageManager.bury
+
+    def applied_meanwhile(self, subscriber, message_id, *args, **kwargs):
+        with receive(subscriber, message_id):
+            pass
+        return bury(self, subscriber, message_id, *args, **kwargs)
+
+    monkeypatch.setattr(InboxMessageManager, "bury", applied_meanwhile)
+
+    with listening() as heard:
+        run_its_last_attempt(tmp_path, "m-raced")
+
+    assert InboxMessage.objects.get().state == "applied"
+    assert heard.of("message_dead") == []
