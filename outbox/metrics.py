@@ -43,7 +43,9 @@ def _counting(outcome):
 def on_published(sender, *, count, lags, seconds=None, **kwargs):
     events.labels("published").inc(count)
     for lag in lags:
-        publish_lag.observe(lag)
+        # Negative when the recording host's clock is ahead of the relay's:
+        # it would lower the histogram's _sum, which rate() reads as a reset.
+        publish_lag.observe(max(lag, 0))
     if seconds is not None:
         batch_seconds.observe(seconds)
 

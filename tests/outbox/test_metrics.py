@@ -1,11 +1,15 @@
 """The outbox's counters and histograms, fed by record() and the relay."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import transaction
 from django.test import override_settings
+from django.utils import timezone
 
 from outbox import relay
 from outbox.api import record
+from outbox.models import OutboxMessage
 from outbox.publishers import InMemoryPublisher
 from tests.idempotency.prometheus.scraping import METRICS_ON, scrape, value
 
@@ -72,3 +76,21 @@ def test_a_failed_publish_is_counted_and_times_no_batch(client, failing):
 
     assert delta(before, counts(scrape(client)))["failed"] == 1
     assert delta(before, counts(scrape(client)))["batches"] == 0
+
+
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_an_event_recorded_by_a_host_whose_clock_is_ahead_never_lowers_the_lag_sum(
+    client,
+):
+    # A histogram's _sum is a counter to Prometheus: a negative observation
+    # lowers it, which rate() reads as a reset (a spike).
+    before = value(scrape(client), "once_outbox_publish_lag_seconds_sum")
+    with transaction.atomic():
+        record("order", 1, "order.created", {})
+    OutboxMessage.objects.update(created_at=timezone.now() + timedelta(seconds=30))
+
+    relay.drain()
+
+    after = scrape(client)
+    assert value(after, "once_outbox_publish_lag_seconds_sum") >= before
+    assert value(after, "once_outbox_publish_lag_seconds_bucket", le="0.05") >= 1
