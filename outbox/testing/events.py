@@ -36,6 +36,7 @@ from idempotency.shared.testing.messages import (
     LIBRARY_TASKS,
     Message,
     call_with_task_kwargs,
+    flagged,
 )
 from idempotency.shared.testing.steps import growth
 
@@ -138,20 +139,13 @@ def watching_the_broker() -> Iterator[list[BrokerSend]]:
                 sent.append(send)
         return publish(producer, *args, **kwargs)
 
-    def relaying(*args, **kwargs):
-        # Known by where it is sent from, not by its message id header,
-        # which any send can carry.
-        token = _relaying.set(True)
-        try:
-            return publish_batch(*args, **kwargs)
-        finally:
-            _relaying.reset(token)
-
     # Producer.publish is where every kombu and Celery send goes through;
     # wrapped for the block only, and it still publishes.
     with (
         mock.patch.object(Producer, "publish", watched),
-        mock.patch.object(relay, "publish_batch", relaying),
+        # The relay's sends are known by where they are sent from, not by
+        # their message id header, which any send can carry.
+        mock.patch.object(relay, "publish_batch", flagged(_relaying, publish_batch)),
     ):
         yield sent
 

@@ -108,22 +108,29 @@ def tasks_sent(ignore: Collection[str] = ()) -> Iterator[list[TaskSent]]:
             sent.append(TaskSent(name, args, kwargs))
         return send_task(app, name, args, kwargs, *rest, **options)
 
-    def stepping(steps, *args, **kwargs):
-        token = _in_step.set(True)
-        try:
-            return step(steps, *args, **kwargs)
-        finally:
-            _in_step.reset(token)
-
     with (
         mock.patch.object(Celery, "send_task", watched),
-        mock.patch.object(Steps, "step", stepping),
+        mock.patch.object(Steps, "step", flagged(_in_step, step)),
     ):
         yield sent
 
 
 # Set while a unit of work runs one of its steps, in the thread running it.
 _in_step: ContextVar[bool] = ContextVar("once_in_step", default=False)
+
+
+def flagged(flag: ContextVar[bool], function: Callable) -> Callable:
+    """``function``, run with ``flag`` set in the calling thread: a watcher
+    patched below it tells the calls made from inside it apart."""
+
+    def run(*args, **kwargs):
+        token = flag.set(True)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            flag.reset(token)
+
+    return run
 
 
 def sent_straight(
