@@ -64,9 +64,13 @@ def record(
     _check_storable(aggregate_type, aggregate_id, event_type, payload, headers)
     message_id = uuid.uuid4()
     # Headers the caller gave win over the create span's context and the
-    # current unit's intent.
+    # current unit's intent. A caller's traceparent wins with its own
+    # tracestate or none: the create span's describes another trace.
+    created = tracing.created(aggregate_type, message_id)
+    if headers and tracing.TRACEPARENT in headers:
+        created = {}
     headers = {
-        **tracing.created(aggregate_type, message_id),
+        **created,
         **_intent_header(units.current_intent()),
         **(headers or {}),
         MESSAGE_ID_HEADER: str(message_id),

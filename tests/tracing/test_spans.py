@@ -9,6 +9,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace.propagation.tracecontext import (
+    TraceContextTextMapPropagator,
+)
 
 from inbox.api import consumer, consumer_task
 from inbox.models import InboxMessage
@@ -56,6 +59,10 @@ def header_of(span):
     )
 
 
+def header_of_ids(trace_id, span_id):
+    return f"00-{trace_id:032x}-{span_id:016x}-01"
+
+
 def record_order(n=1, aggregate_type="order", **options):
     with transaction.atomic():
         return record(aggregate_type, n, "order.created", {"n": n}, **options)
@@ -88,6 +95,20 @@ def test_a_trace_context_the_caller_gives_wins(spans, request_span):
         record_order(headers={"traceparent": TRACEPARENT})
 
     assert OutboxMessage.objects.get().headers["traceparent"] == TRACEPARENT
+
+
+def test_a_traceparent_the_caller_gives_never_takes_the_ambient_tracestate(spans):
+    # The ambient trace's tracestate describes that trace: beside the
+    # caller's traceparent it would tell consumers' vendors another story.
+    ambient = TraceContextTextMapPropagator().extract(
+        {"traceparent": header_of_ids(1, 2), "tracestate": "vendor=ambient"}
+    )
+    with tracer_for(spans).start_as_current_span("request", context=ambient):
+        record_order(headers={"traceparent": TRACEPARENT})
+
+    headers = OutboxMessage.objects.get().headers
+    assert headers["traceparent"] == TRACEPARENT
+    assert "tracestate" not in headers
 
 
 def test_the_envelope_carries_the_context_in_top_level_headers(spans, request_span):
