@@ -41,8 +41,8 @@ def record(
     given in ``headers`` is kept.
 
     A value the table cannot store (a name over 255 characters, a NUL or a
-    lone surrogate, a payload or headers jsonb refuses) raises
-    ``EventInvalid`` before any SQL: the caller's transaction can go on.
+    lone surrogate, a payload or headers jsonb refuses, a payload of None)
+    raises ``EventInvalid`` before any SQL: the caller's transaction can go on.
     """
     using = using or router.db_for_write(OutboxMessage)
     connection = connections[using]
@@ -132,6 +132,11 @@ def _check_storable(aggregate_type, aggregate_id, event_type, payload, headers):
         ("The aggregate id", aggregate_id, meta.get_field("aggregateid")),
         ("The event type", event_type, meta.get_field("type")),
     ]
+    if payload is None:
+        # The JSONField stores None as SQL NULL, which the column refuses.
+        raise EventInvalid(
+            "The payload is None: give a JSON value ({} for an event with no data)."
+        )
     try:
         for what, value, column in columns:
             storable.check_column(value, column, what)

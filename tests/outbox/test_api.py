@@ -112,6 +112,22 @@ def test_record_refuses_a_value_the_table_cannot_store_before_any_sql(
     assert OutboxMessage.objects.count() == 1
 
 
+def test_record_refuses_a_payload_of_none_before_any_sql():
+    # The column is NOT NULL and the JSONField stores None as SQL NULL: the
+    # INSERT's IntegrityError broke the caller's transaction.
+    with transaction.atomic():
+        Widget.objects.create(name="w")
+        with (
+            CaptureQueriesContext(connection) as queries,
+            pytest.raises(EventInvalid, match="payload is None"),
+        ):
+            record("order", 1, "order.created", None)
+        assert queries.captured_queries == []
+        record("widget", 1, "widget.created", {})
+
+    assert OutboxMessage.objects.count() == 1
+
+
 def nested(depth):
     value: list = []
     for _level in range(depth - 1):
