@@ -443,6 +443,17 @@ def test_only_post_is_allowed():
     assert Client().get("/webhooks/github/").status_code == 405
 
 
+def test_a_url_without_its_trailing_slash_is_received_not_redirected(settings):
+    # APPEND_SLASH would answer a POST to /webhooks/github with a redirect
+    # that drops the body: providers do not follow it, and the delivery fails.
+    settings.APPEND_SLASH = True
+    body = signing.event_body()
+    response = post("/webhooks/github", body, signing.github_headers(body))
+
+    assert response.status_code == 202
+    assert WebhookReceipt.objects.get().delivery_id == "evt_1"
+
+
 def test_no_debug_setting_or_header_bypasses_verification(settings):
     settings.DEBUG = True
     body = signing.event_body()
