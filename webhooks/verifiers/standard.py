@@ -74,8 +74,19 @@ class StandardWebhooksVerifier(BaseVerifier):
             event_type=event_type,
             # The payload's own timestamp says when the event happened; the
             # header's is re-signed on every retry, so it cannot order events.
-            occurred_at=self.iso_event_time(event.get("timestamp")),
+            occurred_at=self.payload_time(
+                event.get("timestamp"), svix=id_header.startswith("svix-")
+            ),
         )
+
+    def payload_time(self, value, *, svix: bool):
+        """The payload's ISO 8601 ``timestamp``; under Svix's names a number
+        is Unix milliseconds, as Clerk (which delivers through Svix) sends."""
+        if svix and isinstance(value, int) and not isinstance(value, bool):
+            seconds, millis = divmod(value, 1000)
+            moment = self.epoch_event_time(seconds)
+            return moment + timedelta(milliseconds=millis) if moment else None
+        return self.iso_event_time(value)
 
     def sign(self, body, *, delivery_id, event_type, secret=None, timestamp=None):
         secret, signed_at = self.signing(secret, timestamp)

@@ -70,6 +70,21 @@ class TestStandardWebhooksVerifier(VerifierContract):
         delivery = self.make().authenticate(body, self.sign(body))
         assert delivery.occurred_at == datetime.fromtimestamp(created, UTC)
 
+    def test_clerks_timestamp_in_unix_milliseconds_is_the_event_time(self):
+        # Clerk delivers through Svix with "timestamp": <Unix ms>, not the
+        # spec's ISO 8601 string: every one of its events was refused (400).
+        body = json.dumps(
+            {"type": "user.created", "object": "event", "timestamp": 1654012591835}
+        ).encode()
+        headers = {
+            name.replace("webhook-", "svix-"): value
+            for name, value in self.sign(body).items()
+        }
+        delivery = self.make().authenticate(body, headers)
+        assert delivery.occurred_at == datetime(
+            2022, 5, 31, 15, 56, 31, 835000, tzinfo=UTC
+        )
+
     def test_a_signed_event_without_type_is_a_bad_body(self):
         body = json.dumps({"data": {}}).encode()
         self.refused(base.MALFORMED_BODY, body, self.sign(body))
