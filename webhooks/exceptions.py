@@ -19,6 +19,10 @@ VERIFIER_ERROR = "verifier-error"
 # Not a refusal: a signed body resent under another delivery id, answered as a
 # duplicate and counted so the console shows someone replaying deliveries.
 REPLAYED_BODY = "replayed-body"
+# Not a refusal either: a delivery id seen before, now with another body. The
+# sender reused an id for another event, which is answered as a duplicate and
+# never runs; counted so the console shows the event lost.
+CHANGED_BODY = "changed-body"
 REASONS = (
     MISSING_HEADER,
     MALFORMED_HEADER,
@@ -28,6 +32,7 @@ REASONS = (
     NO_SECRET,
     VERIFIER_ERROR,
     REPLAYED_BODY,
+    CHANGED_BODY,
 )
 
 

@@ -14,6 +14,7 @@ from idempotency.shared.problems import from_exception
 from . import bodies, signals, sources
 from .conf import webhooks_settings
 from .exceptions import (
+    CHANGED_BODY,
     REPLAYED_BODY,
     ReceiptBusy,
     SourceMisconfigured,
@@ -103,6 +104,8 @@ class WebhookView(View):
                 config.name, delivery.delivery_id, body_sha256
             )
             if existing is not None:
+                if not body_sha256 and self.changed(existing, body, receipts):
+                    self.count(config, CHANGED_BODY)
                 return self.duplicate(config, delivery, existing, receipts)
             # The receipt it conflicted with was purged or deleted since:
             # nothing keeps this delivery from being new now, so insert again.
@@ -122,6 +125,12 @@ class WebhookView(View):
             return _answer(202, delivery, State.RECEIVED)
         signals.duplicate(config.name, delivery, existing)
         return _answer(200, delivery, existing.state, duplicate=True)
+
+    def changed(self, existing, body, receipts):
+        """Whether a signed delivery id came back with another body: the
+        sender reused it for another event, which is lost. (Where ids are
+        unsigned the id decides, and a resend may carry any stored body.)"""
+        return not receipts.filter(pk=existing.pk, body=body).exists()
 
     def count(self, config, reason):
         # A write: on the database for writes, as the receipt's (a plain
