@@ -101,6 +101,13 @@ def on(
     """Register the decorated ``handler(event)`` for one source and event type;
     ``steps=True`` for a handler whose outside calls are ``event.step()``."""
 
+    if "*" in event_type:
+        # Matched as is, it would never run: its events would be skipped.
+        raise ImproperlyConfigured(
+            f"@on({source!r}, {event_type!r}): event types have no wildcard. "
+            "Register the handler once for each event type it handles."
+        )
+
     def register(handler: Callable) -> Callable:
         callables.refuse_deferred(handler, "Webhook handler")
         _refuse_other_kind(handler, steps)

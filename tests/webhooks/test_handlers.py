@@ -1,5 +1,8 @@
 from datetime import UTC, datetime, timedelta
 
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
 from webhooks.handlers import Event, handlers_for, is_stale, on
 
 T = datetime(2026, 1, 1, tzinfo=UTC)
@@ -33,3 +36,14 @@ def test_handlers_register_per_source_and_event_type():
 
     assert handlers_for("github", "issues") == [first, second]
     assert handlers_for("stripe", "issues") == []
+
+
+@pytest.mark.parametrize("event_type", ["*", "customer.*", "invoice.*.paid"])
+def test_a_wildcard_event_type_is_refused_not_left_to_never_run(event_type):
+    # dj-stripe users write handlers for "customer.*": registered as is, the
+    # handler would never run, and every event it meant would be skipped.
+    def handler(event): ...
+
+    with pytest.raises(ImproperlyConfigured, match="wildcard"):
+        on("stripe", event_type)(handler)
+    assert handlers_for("stripe", event_type) == []
