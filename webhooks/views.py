@@ -104,7 +104,7 @@ class WebhookView(View):
                 config.name, delivery.delivery_id, body_sha256
             )
             if existing is not None:
-                if not body_sha256 and self.changed(existing, body, receipts):
+                if self.changed(config, delivery, existing, body, receipts):
                     self.count(config, CHANGED_BODY)
                 return self.duplicate(config, delivery, existing, receipts)
             # The receipt it conflicted with was purged or deleted since:
@@ -126,11 +126,18 @@ class WebhookView(View):
         signals.duplicate(config.name, delivery, existing)
         return _answer(200, delivery, existing.state, duplicate=True)
 
-    def changed(self, existing, body, receipts):
-        """Whether a signed delivery id came back with another body: the
-        sender reused it for another event, which is lost. (Where ids are
-        unsigned the id decides, and a resend may carry any stored body.)"""
-        return not receipts.filter(pk=existing.pk, body=body).exists()
+    def changed(self, config, delivery, existing, body, receipts):
+        """Whether a signed delivery id whose resends all carry one body came
+        back with another: the sender reused it for another event, which is
+        lost. (Where ids are unsigned the id decides, and a resend may carry
+        any stored body; Stripe renders each attempt anew.)"""
+        verifier = config.verifier
+        return (
+            verifier.signs_delivery_id
+            and verifier.resends_same_body
+            and existing.delivery_id == delivery.delivery_id
+            and not receipts.filter(pk=existing.pk, body=body).exists()
+        )
 
     def count(self, config, reason):
         # A write: on the database for writes, as the receipt's (a plain

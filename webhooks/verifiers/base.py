@@ -76,6 +76,11 @@ class BaseVerifier:
     # the intake also dedupes on the body's SHA-256. False unless a verifier
     # says otherwise: a forgotten declaration costs an index, not a replay.
     signs_delivery_id: bool = False
+    # Whether every resend of one delivery id carries the very same body (a
+    # signed id only). Then another body under a seen id is the sender
+    # reusing the id for another event, counted as changed-body. Not Stripe:
+    # it renders an event again for each attempt (pending_webhooks).
+    resends_same_body: bool = False
     # Whether the signature covers a time ``verify()`` holds to ``tolerance``
     # (``timestamp()``). Such a delivery stops verifying TOLERANCE after its
     # signing, so a receipt kept longer stops its replays for good. Without

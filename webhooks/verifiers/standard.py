@@ -27,6 +27,8 @@ class StandardWebhooksVerifier(BaseVerifier):
     signature_headers = ("webhook-signature", "svix-signature")
     # The signed text starts with webhook-id.
     signs_delivery_id = True
+    # A message is stored once and sent as is on every retry.
+    resends_same_body = True
     # webhook-timestamp is signed too.
     signs_time = True
     # The retry schedule the spec recommends (providers differ) spans
