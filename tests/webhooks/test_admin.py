@@ -341,6 +341,22 @@ def test_force_reprocess_asks_for_confirmation_first(
     assert LogEntry.objects.get().change_message.startswith("Forced reprocessing")
 
 
+def test_a_skipped_receipt_runs_a_handler_added_since_through_force_reprocess(
+    client, operator, ran, act, submit
+):
+    # Skipped when no handler took its event type; the "push" handler
+    # (ran) came with a later deploy.
+    skipped = receipt("s1", "skipped")
+    grant(operator, "reprocess_webhookreceipt")
+    client.force_login(operator)
+
+    submit(act("force_reprocess", skipped))
+
+    assert ran == ["s1"]
+    skipped.refresh_from_db()
+    assert skipped.state == "processed"
+
+
 @pytest.mark.parametrize("versions", [None, "", "x:1 ²:² 1: :", "{pk}:7"])
 def test_force_reprocess_without_the_pages_versions_reopens_nothing(
     client, operator, ran, act, versions
