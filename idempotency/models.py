@@ -4,6 +4,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from .querysets import IdempotencyRecordQuerySet
+from .shared import fields
 
 # The step log of every app's units lives in the shared core; importing it
 # here registers its models with this app.
@@ -24,9 +25,7 @@ class IdempotencyRecord(models.Model):
     request_hash = models.CharField(
         _("request hash"), max_length=64, help_text=_("SHA-256 of the fingerprint.")
     )
-    state = models.CharField(
-        _("state"), max_length=16, choices=State.choices, default=State.PENDING
-    )
+    state = fields.state(State, default=State.PENDING)
     status_code = models.PositiveSmallIntegerField(_("status code"), null=True)
     response_body = models.BinaryField(
         _("response body"),
@@ -49,7 +48,7 @@ class IdempotencyRecord(models.Model):
     attempts = models.PositiveIntegerField(
         _("attempts"), default=1, help_text=_("Claims so far; fences lease writes.")
     )
-    locked_until = models.DateTimeField(_("locked until"), null=True, blank=True)
+    locked_until = fields.lease_end()
     created_at = models.DateTimeField(_("created at"))
     completed_at = models.DateTimeField(_("completed at"), null=True, blank=True)
     expires_at = models.DateTimeField(_("expires at"))

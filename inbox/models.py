@@ -3,6 +3,8 @@
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from idempotency.shared import fields
+
 from .querysets import InboxMessageManager
 
 
@@ -26,9 +28,7 @@ class InboxMessage(models.Model):
     duplicates = models.PositiveIntegerField(
         _("duplicates"), default=0, help_text=_("Redeliveries dropped so far.")
     )
-    state = models.CharField(
-        _("state"), max_length=16, choices=State.choices, default=State.APPLIED
-    )
+    state = fields.state(State, default=State.APPLIED)
     attempts = models.PositiveIntegerField(
         _("attempts"),
         # db_default: the claim's INSERT names only the columns it decides.
@@ -36,10 +36,7 @@ class InboxMessage(models.Model):
         help_text=_("Runs of the consumer task that raised, when it went dead."),
     )
     last_error = models.TextField(_("last error"), blank=True, db_default="")
-    locked_until = models.DateTimeField(
-        _("locked until"),
-        null=True,
-        blank=True,
+    locked_until = fields.lease_end(
         help_text=_(
             "A running steps consumer's lease: a redelivery waits for it to "
             "lapse, then resumes at the first unfinished step."

@@ -6,6 +6,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from idempotency.shared import fields
+
 from .querysets import OutboxMessageQuerySet
 
 
@@ -45,9 +47,7 @@ class OutboxMessage(models.Model):
     tracingspancontext = models.TextField(
         _("tracing span context"), blank=True, default="", editable=False
     )
-    state = models.CharField(
-        _("state"), max_length=16, choices=State.choices, default=State.PENDING
-    )
+    state = fields.state(State, default=State.PENDING)
     created_at = models.DateTimeField(
         _("created at"), help_text=_("When it was recorded: lag counts from here.")
     )
@@ -63,12 +63,7 @@ class OutboxMessage(models.Model):
         default=0,
         help_text=_("Attempts before the last requeue."),
     )
-    locked_until = models.DateTimeField(
-        _("locked until"),
-        null=True,
-        blank=True,
-        help_text=_("End of the current relay's lease."),
-    )
+    locked_until = fields.lease_end(help_text=_("End of the current relay's lease."))
     last_error = models.TextField(_("last error"), blank=True)
 
     objects = OutboxMessageQuerySet.as_manager()

@@ -3,6 +3,8 @@
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from idempotency.shared import fields
+
 from .querysets import WebhookReceiptQuerySet, WebhookRejectionQuerySet
 
 
@@ -51,17 +53,12 @@ class WebhookReceipt(models.Model):
         blank=True,
         help_text=_("Hex; set only where the delivery id is unsigned."),
     )
-    state = models.CharField(
-        _("state"), max_length=16, choices=State.choices, default=State.RECEIVED
-    )
+    state = fields.state(State, default=State.RECEIVED)
     attempts = models.PositiveIntegerField(
         _("attempts"), default=0, help_text=_("Processing runs so far.")
     )
     last_error = models.TextField(_("last error"), blank=True)
-    locked_until = models.DateTimeField(
-        _("locked until"),
-        null=True,
-        blank=True,
+    locked_until = fields.lease_end(
         help_text=_(
             "Set before a worker runs the receipt's handlers, cleared when "
             "the run ends: still set once it has passed, that worker died. "

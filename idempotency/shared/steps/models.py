@@ -9,6 +9,8 @@ Compensations are step rows of their own, named ``undo:<step>``.
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from .. import fields
+
 
 class UnitRecord(models.Model):
     class State(models.TextChoices):
@@ -28,9 +30,7 @@ class UnitRecord(models.Model):
         help_text=_("What it is, for people; never a raw client key."),
     )
     intent = models.CharField(_("intent"), max_length=64)
-    state = models.CharField(
-        _("state"), max_length=16, choices=State.choices, default=State.RUNNING
-    )
+    state = fields.state(State, default=State.RUNNING)
     attempt = models.PositiveIntegerField(
         _("attempt"),
         default=0,
@@ -78,7 +78,7 @@ class StepRecord(models.Model):
         verbose_name=_("unit"),
     )
     name = models.CharField(_("name"), max_length=200)
-    state = models.CharField(_("state"), max_length=16, choices=State.choices)
+    state = fields.state(State)
     attempt = models.PositiveIntegerField(
         _("attempt"), help_text=_("The unit's attempt that stored it.")
     )
