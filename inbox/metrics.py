@@ -19,16 +19,11 @@ messages = Counter(
 )
 
 
-def on_received(sender, *, subscriber, **kwargs):
-    messages.labels(subscriber, "received").inc()
+def _counting(outcome):
+    def receiver(sender, *, subscriber, **kwargs):
+        messages.labels(subscriber, outcome).inc()
 
-
-def on_duplicate_dropped(sender, *, subscriber, **kwargs):
-    messages.labels(subscriber, "duplicate").inc()
-
-
-def on_dead(sender, *, subscriber, **kwargs):
-    messages.labels(subscriber, "dead").inc()
+    return receiver
 
 
 def on_replayed(sender, **kwargs):
@@ -39,9 +34,9 @@ def on_replayed(sender, **kwargs):
 
 
 RECEIVERS = [
-    (signals.message_received, on_received),
-    (signals.duplicate_dropped, on_duplicate_dropped),
-    (signals.message_dead, on_dead),
+    (signals.message_received, _counting("received")),
+    (signals.duplicate_dropped, _counting("duplicate")),
+    (signals.message_dead, _counting("dead")),
     (signals.messages_replayed, on_replayed),
 ]
 
