@@ -128,13 +128,12 @@ def refused(request, policy, exc) -> None:
 
 def released(records, user, *, using: str) -> None:
     """Stuck keys an operator released, after the release commits."""
-    _report(
+    _report.operator_action(
         keys_released,
-        logging.INFO,
-        "%(user)s released %(count)s stuck key(s)",
+        user,
+        records,
+        "released %(count)s stuck key(s)",
         using=using,
-        count=len(records),
-        user=user,
         released=[
             {
                 "operation": record.operation,

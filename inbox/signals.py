@@ -61,12 +61,11 @@ def dead(subscriber: str, message_id: str, *, attempts, error, using) -> None:
 def replayed(messages, user) -> None:
     """Sent at once: the replayed tasks went to the broker, which no
     transaction holds back."""
-    _report(
+    _report.operator_action(
         messages_replayed,
-        logging.INFO,
-        "%(user)s replayed %(count)s dead message(s)",
-        count=len(messages),
-        user=user,
+        user,
+        messages,
+        "replayed %(count)s dead message(s)",
         messages=[
             {"subscriber": message.subscriber, "message_id": message.message_id}
             for message in messages

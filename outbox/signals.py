@@ -75,12 +75,11 @@ def failed(message, error: str, *, dead: bool, using: str) -> None:
 
 
 def requeued(messages, user, *, using: str) -> None:
-    _report(
+    _report.operator_action(
         events_requeued,
-        logging.INFO,
-        "%(user)s requeued %(count)s event(s)",
+        user,
+        messages,
+        "requeued %(count)s event(s)",
         using=using,
-        count=len(messages),
-        user=user,
         message_ids=[str(message.id) for message in messages],
     )

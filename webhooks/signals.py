@@ -120,13 +120,12 @@ def failed(receipt_id: int, error: Exception, identity: dict, *, using: str) -> 
 
 def replayed(receipts, user, *, forced: bool, using: str) -> None:
     """``forced``: processed receipts were run again (force reprocess)."""
-    _report(
+    _report.operator_action(
         delivery_replayed,
-        logging.INFO,
-        "%(user)s replayed %(count)s receipt(s)",
+        user,
+        receipts,
+        "replayed %(count)s receipt(s)",
         using=using,
-        count=len(receipts),
-        user=user,
         forced=forced,
         receipt_ids=[receipt.pk for receipt in receipts],
     )

@@ -3,7 +3,6 @@ two ways an operator resolves one: release (the next retry resumes) and
 abandon (compensate the completed steps)."""
 
 import json
-import logging
 
 from django.contrib import admin, messages
 from django.db import connections, transaction
@@ -161,13 +160,12 @@ class UnitAdmin(console.ReadOnlyAdmin):
                 request, chosen, "Released stuck unit (the next retry resumes)."
             )
             if chosen:
-                report(
+                report.operator_action(
                     signals.units_released,
-                    logging.INFO,
-                    "%(user)s released %(count)s stuck unit(s)",
+                    request.user,
+                    chosen,
+                    "released %(count)s stuck unit(s)",
                     using=queryset.db,
-                    count=len(chosen),
-                    user=request.user,
                     units=[{"kind": unit.kind, "unit": unit.pk} for unit in chosen],
                 )
         done = len(chosen)

@@ -89,9 +89,22 @@ class Reporter:
         Logged at once either way: the log tells what was decided, even if it
         then rolls back. ``level`` None: logged already, where the cause was
         found. ``sender``: instead of the app's model."""
+        self._report(signal, level, message, using, sender, kwargs)
+
+    def operator_action(
+        self, signal: Signal, user, rows, done: str, *, using=None, **kwargs
+    ) -> None:
+        """What an operator did to ``rows`` in the console: logged at INFO as
+        "<user> <done>" (``done`` names ``%(count)s``), sent with ``count``
+        and ``user`` before ``kwargs``. ``using`` as for a call."""
+        arguments = {"count": len(rows), "user": user, **kwargs}
+        self._report(signal, logging.INFO, "%(user)s " + done, using, None, arguments)
+
+    def _report(self, signal, level, message, using, sender, kwargs) -> None:
         if level is not None and self.logger.isEnabledFor(level):
-            # stacklevel: the record names the app's function that decided.
-            self.logger.log(level, message, kwargs, extra=kwargs, stacklevel=2)
+            # stacklevel: the record names the app's function that decided
+            # (this one's caller's caller).
+            self.logger.log(level, message, kwargs, extra=kwargs, stacklevel=3)
         if sender is None:
             sender = self.sender
         if using is None:

@@ -71,6 +71,26 @@ def test_a_reporter_logs_the_decision_with_its_fields_then_sends_them(signal, ca
     assert signal.heard == [{"what": "it"}, {"what": "again"}]
 
 
+def test_an_operators_action_is_logged_as_theirs_where_the_app_decided(signal, caplog):
+    caplog.set_level(logging.INFO, logger="outbox")
+    report = Reporter("outbox", "outbox.OutboxMessage")
+
+    def requeued():
+        report.operator_action(
+            signal, "ann", ["a", "b"], "requeued %(count)s event(s)", ids=["a", "b"]
+        )
+        report(signal, logging.INFO, "Did %(what)s", what="it")
+
+    requeued()
+
+    action, decision = caplog.records
+    assert action.getMessage() == "ann requeued 2 event(s)"
+    assert action.levelno == logging.INFO
+    # Both name the app's function, not the reporter's.
+    assert (action.funcName, decision.funcName) == ("requeued", "requeued")
+    assert signal.heard[0] == {"count": 2, "user": "ann", "ids": ["a", "b"]}
+
+
 def expired_keys(*keys):
     now = timezone.now()
     for key in keys:
