@@ -248,8 +248,10 @@ def _canonical_json(body: bytes, encoding: str, exclude_fields) -> tuple[bytes, 
             text, parse_float=lambda number: exact_values.get(number, float(number))
         )
         return (*canonical, _dumps(exact, exclude_fields))
-    except ValueError:
-        return (body,)  # the view's parser will refuse it
+    except (ValueError, LookupError):
+        # Not JSON, or a charset naming no text codec (base64, bz2: Django
+        # takes any name codecs knows): the view's parser will refuse it.
+        return (body,)
     except RecursionError as exc:
         # Deeper than the interpreter's recursion limit: no parser reads it.
         raise BodyTooDeep("The JSON body is nested too deeply.") from exc

@@ -500,3 +500,42 @@ def test_a_header_name_no_request_can_carry_is_refused_at_first_use(api, setting
             api.post("/t/optional/", {"name": "a"}, **{"Idempotency_Key": "k"})
 
     assert Widget.objects.count() == 0
+
+
+@pytest.mark.parametrize("charset", ["base64", "rot13", "bz2"])
+def test_a_json_body_in_a_charset_that_is_no_text_encoding_is_no_server_error(
+    api, user, charset
+):
+    """Django accepts any charset codecs knows, bytes-to-bytes codecs
+    included; the fingerprint cannot decode the body with one. DRF's parser
+    refuses it (400, not saved); a plain view reading the bytes itself runs
+    and replays."""
+    content_type = f"application/json; charset={charset}"
+    body = b'{"name": "a"}'
+    drf = [
+        api.client.generic(
+            "POST",
+            "/t/widgets/",
+            body,
+            content_type=content_type,
+            headers={"Idempotency-Key": "k1", "Authorization": api.auth},
+        )
+        for _ in range(2)
+    ]
+    api.client.force_login(user)
+    plain = [
+        api.client.generic(
+            "POST",
+            "/t/plain-class/",
+            body,
+            content_type=content_type,
+            headers={"Idempotency-Key": "k2"},
+        )
+        for _ in range(2)
+    ]
+
+    assert [answer.status_code for answer in drf] == [400, 400]
+    assert not IdempotencyRecord.objects.filter(key="k1").exists()
+    assert [answer.status_code for answer in plain] == [201, 201]
+    assert plain[1]["Idempotent-Replayed"] == "true"
+    assert Widget.objects.count() == 1
