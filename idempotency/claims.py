@@ -218,6 +218,45 @@ class Claim(units.UnitHandle):
         return f"<Claim {self.scope} {self.operation} {self.key!r}>"
 
 
+class Keyless:
+    """``request.idempotency`` of a request sent without a key where the view
+    makes it optional: the view runs unguarded, so it holds no claim.
+
+    ``set_resource()`` does nothing, so a view pointing its record at what it
+    made (``perform_create`` calling it) runs with or without a key, instead
+    of failing after its write; ``derive()`` and ``step()`` refuse, since a
+    key derived from no key would differ on every retry. False in a test
+    (``if request.idempotency:``).
+    """
+
+    key = None
+
+    def __bool__(self) -> bool:
+        return False
+
+    def set_resource(self, obj) -> None:
+        """Nothing records it: the request has no key."""
+
+    def derive(self, step: str) -> str:
+        raise self._refused("derive")
+
+    def step(self, name: str, fn: Callable, *, atomic=False, undo=None) -> Any:
+        raise self._refused("step")
+
+    def _refused(self, what: str) -> Exception:
+        return IdempotencyConfigurationError(
+            f"request.idempotency.{what}() needs a key, and this request sent "
+            "none (the view's key is optional): test `if request.idempotency:` "
+            "first, or require the key."
+        )
+
+    def __repr__(self):
+        return "<Keyless>"
+
+
+KEYLESS = Keyless()
+
+
 class _Discard(Exception):
     """The view answered with an error that must not be stored: undo its work."""
 
@@ -256,6 +295,7 @@ def execute(request, policy: Policy, produce: Callable):
                     f"Send an {idempotency_settings.HEADER} header with this request."
                 )
             outcome = None  # not a keyed request
+            _hand_to_the_view(request, KEYLESS)
             return produce()
         claim = _new_claim(request, policy, key)
         if policy.mode == STEPS:
@@ -279,7 +319,7 @@ def execute(request, policy: Policy, produce: Callable):
     except Invalid as invalid:
         if outcome is not None:  # a request without a key stays unannotated
             outcome = NOT_KEPT
-        if (claim := getattr(request, "idempotency", None)) is not None:
+        if isinstance(claim := getattr(request, "idempotency", None), Claim):
             status = invalid.response.status_code
             signals.failed(claim, policy.mode, status=status, reason=signals.INVALID)
         return invalid.response
@@ -308,12 +348,16 @@ def _new_claim(request, policy, key):
         expires_at=clock.now() + ttl,
         session=responses.session_digest(request),
     )
+    _hand_to_the_view(request, claim)
+    return claim
+
+
+def _hand_to_the_view(request, claim: "Claim | Keyless") -> None:
     request.idempotency = claim
     # A DRF Request wraps the Django one; middleware sees the inner request.
     inner = getattr(request, "_request", None)
     if inner is not None:
         inner.idempotency = claim
-    return claim
 
 
 def _check_operation(operation) -> None:

@@ -105,7 +105,7 @@ def failed(
 def refused(request, policy, exc) -> None:
     """A problem answer instead of the view: conflict, mismatch, a lost lease
     (failed) or a refusal of the key itself (logged only)."""
-    claim = getattr(request, "idempotency", None)
+    claim = getattr(request, "idempotency", None) or None  # Keyless: None
     if isinstance(exc, LeaseLost):
         failed(claim, policy.mode, status=exc.status, reason=LEASE_LOST)
         return

@@ -200,6 +200,20 @@ def test_optional_key_runs_unguarded_without_one(api):
     assert Widget.objects.count() == 2
 
 
+def test_a_view_pointing_at_its_resource_runs_without_an_optional_key(api):
+    """The keys page has perform_create() call
+    request.idempotency.set_resource(); with the key optional, a request
+    without one must not save the widget and then fail with a 500 (whose
+    retry would save a second)."""
+    keyless = api.post("/t/optional-pointing/", {"name": "a"})
+    keyed = api.post("/t/optional-pointing/", {"name": "b"}, key="k")
+
+    assert keyless.status_code == keyed.status_code == 201
+    assert Widget.objects.count() == 2
+    record = IdempotencyRecord.objects.get()
+    assert record.resource_id == str(json.loads(keyed.content)["id"])
+
+
 def test_reads_are_not_guarded(api):
     assert api.get("/t/widgets/").status_code == 200
     assert IdempotencyRecord.objects.count() == 0

@@ -5,7 +5,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 
-from idempotency.claims import Claim
+from idempotency.claims import KEYLESS, Claim
+from idempotency.exceptions import IdempotencyConfigurationError
 from idempotency.shared import units
 
 from . import unit_views
@@ -129,3 +130,14 @@ def test_a_keyed_request_scoped_by_another_kinds_name_is_never_its_unit(kind):
     assert keyed.identity != other.identity
     assert keyed.derive("charge") != other.derive("charge")
     assert keyed.intent != other.intent
+
+
+def test_a_request_without_an_optional_key_derives_nothing():
+    """Without a key there is no unit: a derived key would differ on every
+    retry, so derive() and step() refuse, naming why; the handle is False."""
+    assert not KEYLESS
+    assert KEYLESS.set_resource(object()) is None
+    with pytest.raises(IdempotencyConfigurationError, match="needs a key"):
+        KEYLESS.derive("charge")
+    with pytest.raises(IdempotencyConfigurationError, match="needs a key"):
+        KEYLESS.step("charge", lambda key: key)

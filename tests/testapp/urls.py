@@ -16,6 +16,11 @@ router.register("stamped", views.StampedWidgetViewSet, basename="stamped")
 router.register("anonymous", views.AnonymousWidgetViewSet, basename="anonymous")
 router.register("closed", views.ClosedAnonymousWidgetViewSet, basename="closed")
 router.register("optional", views.OptionalKeyWidgetViewSet, basename="optional")
+router.register(
+    "optional-pointing",
+    views.PointingOptionalKeyWidgetViewSet,
+    basename="optional-pointing",
+)
 router.register("confirming", views.ConfirmingWidgetViewSet, basename="confirming")
 router.register("deleting", views.DeletingWidgetViewSet, basename="deleting")
 router.register("async-create", views.AsyncCreateViewSet, basename="async-create")

@@ -170,6 +170,16 @@ class OptionalKeyWidgetViewSet(WidgetViewSet):
     idempotency_required = False
 
 
+class PointingOptionalKeyWidgetViewSet(OptionalKeyWidgetViewSet):
+    """The keys page's pattern, set_resource() in perform_create, with the
+    key optional."""
+
+    idempotency_operation = "widget.create.optional.pointing"
+
+    def perform_create(self, serializer):
+        self.request.idempotency.set_resource(serializer.save())
+
+
 class ConfirmingWidgetViewSet(WidgetViewSet):
     """An action serving GET (what would be confirmed) and POST (confirm)."""
 
