@@ -215,3 +215,24 @@ def test_a_resolver_returning_none_means_anonymous(api, settings, monkeypatch):
     assert api.post("/t/widgets/", {"name": "a"}, key="k").status_code == 403
     assert api.post("/t/anonymous/", {"name": "a"}, key="k").status_code == 201
     assert IdempotencyRecord.objects.get().scope == "anonymous"
+
+
+def test_a_principal_that_is_not_a_user_never_shares_a_users_scope(make_user):
+    """An authentication of the project's own may make another model the
+    request's principal (a merchant's API key). Its primary keys count
+    apart from the users': with the same key and body, each gets its own
+    answer, never the other's."""
+    principal = Widget.objects.create(name="merchant")
+    user = make_user("bob", pk=principal.pk)  # the same primary key
+    body = {"name": "w"}
+
+    theirs = ApiClient("bob").post("/t/principals/", body, key="order-42")
+    mine = ApiClient().post(
+        "/t/principals/", body, key="order-42", **{"X-Widget-Principal": str(user.pk)}
+    )
+
+    assert theirs.status_code == mine.status_code == 201
+    assert "Idempotent-Replayed" not in mine
+    assert json.loads(mine.content)["id"] != json.loads(theirs.content)["id"]
+    scopes = set(IdempotencyRecord.objects.values_list("scope", flat=True))
+    assert scopes == {f"user:{user.pk}", f"testapp.widget:{user.pk}"}

@@ -16,6 +16,7 @@ router.register("stamped", views.StampedWidgetViewSet, basename="stamped")
 router.register("anonymous", views.AnonymousWidgetViewSet, basename="anonymous")
 router.register("closed", views.ClosedAnonymousWidgetViewSet, basename="closed")
 router.register("optional", views.OptionalKeyWidgetViewSet, basename="optional")
+router.register("principals", views.PrincipalWidgetViewSet, basename="principals")
 router.register(
     "optional-pointing",
     views.PointingOptionalKeyWidgetViewSet,

@@ -20,6 +20,7 @@ from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 from django.views.decorators.gzip import gzip_page
 from django.views.decorators.vary import vary_on_cookie
 from rest_framework import (
+    authentication,
     permissions,
     serializers,
     status,
@@ -178,6 +179,28 @@ class PointingOptionalKeyWidgetViewSet(OptionalKeyWidgetViewSet):
 
     def perform_create(self, serializer):
         self.request.idempotency.set_resource(serializer.save())
+
+
+class WidgetPrincipalAuthentication(authentication.BaseAuthentication):
+    """A project's own principal that is not a user (a merchant's API key,
+    say): here a widget named in X-Widget-Principal, its pks a sequence of
+    their own."""
+
+    def authenticate(self, request):
+        pk = request.headers.get("X-Widget-Principal")
+        if pk is None:
+            return None
+        principal = Widget.objects.get(pk=pk)
+        principal.is_authenticated = True
+        return principal, None
+
+
+class PrincipalWidgetViewSet(WidgetViewSet):
+    authentication_classes = [
+        WidgetPrincipalAuthentication,
+        authentication.BasicAuthentication,
+    ]
+    idempotency_operation = "widget.create.principals"
 
 
 class ConfirmingWidgetViewSet(WidgetViewSet):
