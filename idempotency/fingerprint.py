@@ -7,7 +7,7 @@ import io
 import json
 import tempfile
 from operator import itemgetter
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, quote, unquote_to_bytes, urlencode
 
 from django.conf import settings
 from django.http.multipartparser import MultiPartParser, MultiPartParserError
@@ -43,7 +43,7 @@ def compute(request, operation: str, exclude_fields=()) -> str:
     whitespace) after dropping ``exclude_fields`` (top-level or dotted paths),
     so key order and formatting never change the hash; multipart bodies count
     as their fields and files, whatever the boundary; other bodies count as
-    raw bytes.
+    raw bytes (a form's without its excluded fields).
     """
     django_request = _django(request)
     media_type = (django_request.content_type or "").lower()
@@ -133,14 +133,32 @@ def _canonical_body(
     large to hold, which ``_frame_streamed_body`` hashes as it reads it."""
     if media_type == "multipart/form-data":
         # Clients pick a new boundary for every send, retries included.
-        return (_canonical_multipart(request),)
+        return (_canonical_multipart(request, exclude_fields),)
     django_request = _django(request)
     if isinstance(request, Request) and _streamed_by_drf(request, django_request):
         return None
     body = _body(django_request)
     if media_type == "application/json" or media_type.endswith("+json"):
         return _canonical_json(body, encoding, exclude_fields)
+    if media_type == "application/x-www-form-urlencoded" and exclude_fields:
+        return (_without_form_fields(body, encoding, exclude_fields),)
     return (body,)
+
+
+def _without_form_fields(body: bytes, encoding: str, exclude_fields) -> bytes:
+    """A form body without its excluded fields (by name, as the view reads
+    them), the other pairs as sent: a body without any is hashed as it was."""
+    kept = [
+        pair
+        for pair in body.split(b"&")
+        if _form_name(pair.partition(b"=")[0], encoding) not in exclude_fields
+    ]
+    return b"&".join(kept)
+
+
+def _form_name(name: bytes, encoding: str) -> str:
+    # As Django's QueryDict decodes it: "+" is a space, then %XX escapes.
+    return unquote_to_bytes(name.replace(b"+", b" ")).decode(encoding, "replace")
 
 
 def hold_body(request: Request) -> None:
@@ -296,14 +314,14 @@ def _drop(document, path) -> None:
         del document[head]
 
 
-def _canonical_multipart(request) -> bytes:
+def _canonical_multipart(request, exclude_fields=()) -> bytes:
     if isinstance(request, Request) or request.method == "POST":
         # Parse as the view will, once: DRF's request.POST/FILES (any method)
         # and Django's (POST only) stream files through the upload handlers,
         # to disk past FILE_UPLOAD_MAX_MEMORY_SIZE, and keep them for the view.
         # The body is never held whole, so keyed uploads have the same limits
         # as unkeyed ones. A parse error is the view's answer, before any claim.
-        return _canonical_form(request.POST, request.FILES)
+        return _canonical_form(request.POST, request.FILES, exclude_fields)
     # Django parses no other method: a plain view reads request.body itself,
     # so read it (within DATA_UPLOAD_MAX_MEMORY_SIZE, as the view would) and
     # parse a copy, leaving the request's upload handlers to the view.
@@ -315,11 +333,12 @@ def _canonical_multipart(request) -> bytes:
         ).parse()
     except MultiPartParserError:
         return body  # the view's parser will refuse it
-    return _canonical_form(fields, files)
+    return _canonical_form(fields, files, exclude_fields)
 
 
-def _canonical_form(fields, files) -> bytes:
-    fields = sorted(_lists(fields))
+def _canonical_form(fields, files, exclude_fields=()) -> bytes:
+    # Fields the view excludes by name (a client's timestamp) do not count.
+    fields = sorted(item for item in _lists(fields) if item[0] not in exclude_fields)
     # By field name only: a field's files keep the order they were sent in,
     # since request.FILES[name] is the last of them.
     files = [
