@@ -75,17 +75,51 @@ class IdempotencyMixin(_ViewBase):
     def get_idempotency_scope(self, request: Request) -> str | None:
         return idempotency_settings.SCOPE_RESOLVER(request)
 
+    def get_idempotency_required(self) -> bool:
+        return self.idempotency_required
+
+    def get_idempotency_mode(self) -> str:
+        return self.idempotency_mode
+
+    def get_idempotency_ttl(self):
+        return self.idempotency_ttl
+
+    def get_idempotency_allow_anonymous(self) -> bool:
+        return self.idempotency_allow_anonymous
+
+    def get_idempotency_exclude_fields(self):
+        return self.idempotency_exclude_fields
+
     def get_idempotency_policy(self) -> claims.Policy:
-        # The options were checked when the class was built (_check_options).
-        ttl = self.idempotency_ttl
+        cls = type(self)
+        if any(
+            getattr(cls, hook) is not getattr(IdempotencyMixin, hook)
+            for hook in _OPTION_HOOKS
+        ):
+            # A hook decides per request: check what it returns, as the
+            # class's own attributes were checked when it was built.
+            options = claims.view_options(
+                lambda name: f"{cls.__qualname__}.get_idempotency_{name}()",
+                mode=self.get_idempotency_mode(),
+                ttl=self.get_idempotency_ttl(),
+                exclude_fields=self.get_idempotency_exclude_fields(),
+                required=self.get_idempotency_required(),
+                allow_anonymous=self.get_idempotency_allow_anonymous(),
+            )
+        else:
+            # Checked when the class was built (_check_options).
+            ttl = self.idempotency_ttl
+            options = {
+                "required": self.idempotency_required,
+                "mode": self.idempotency_mode,
+                "ttl": None if ttl is None else as_timedelta(ttl),
+                "allow_anonymous": self.idempotency_allow_anonymous,
+                "exclude_fields": tuple(self.idempotency_exclude_fields),
+            }
         return claims.Policy(
             operation=self.get_idempotency_operation(),
             scope=self.get_idempotency_scope,
-            required=self.idempotency_required,
-            mode=self.idempotency_mode,
-            ttl=None if ttl is None else as_timedelta(ttl),
-            allow_anonymous=self.idempotency_allow_anonymous,
-            exclude_fields=tuple(self.idempotency_exclude_fields),
+            **options,
         )
 
     def initial(self, request, *args, **kwargs):
@@ -119,6 +153,13 @@ class IdempotencyMixin(_ViewBase):
         # dispatch() looks the handler up after initial(); as_view() for
         # viewsets binds actions the same way, as instance attributes.
         setattr(self, method, idempotent_handler)
+
+
+# The options' get_*() hooks; overriding one makes its value a per-request one.
+_OPTION_HOOKS = tuple(
+    f"get_idempotency_{name}"
+    for name in ("required", "mode", "ttl", "allow_anonymous", "exclude_fields")
+)
 
 
 def _check_options(cls, overrides) -> None:

@@ -4,11 +4,13 @@ from datetime import timedelta
 
 import pytest
 from rest_framework.decorators import api_view
+from rest_framework.test import APIRequestFactory, force_authenticate
 
 from idempotency.decorators import idempotent
 from idempotency.exceptions import IdempotencyConfigurationError
 from idempotency.models import IdempotencyRecord
 from tests.testapp.models import Widget
+from tests.testapp.views import WidgetViewSet
 
 pytestmark = pytest.mark.django_db
 
@@ -304,3 +306,51 @@ def test_a_base_class_without_the_actions_yet_is_not_refused():
     type("Concrete", (base,), {"create": lambda self, request: None}).as_view(
         {"post": "create"}
     )
+
+
+class WeekLongKeys(WidgetViewSet):
+    """Keys page: each attribute of the mixin has a get_*() hook."""
+
+    idempotency_operation = "widget.create.week"
+
+    def get_idempotency_ttl(self):
+        return timedelta(days=7)
+
+    def get_idempotency_required(self):
+        return "X-Require-Key" in self.request.headers
+
+
+class NoRetention(WidgetViewSet):
+    idempotency_operation = "widget.create.no-retention"
+
+    def get_idempotency_ttl(self):
+        return 0
+
+
+def _create(view, user, **headers):
+    request = APIRequestFactory().post(
+        "/t/widgets/", {"name": "a"}, format="json", headers=headers
+    )
+    force_authenticate(request, user)
+    return view.as_view({"post": "create"})(request)
+
+
+def test_the_mixins_option_hooks_decide_per_request(user):
+    answer = _create(WeekLongKeys, user, **{"Idempotency-Key": "k"})
+    keyless = _create(WeekLongKeys, user)
+    refused = _create(WeekLongKeys, user, **{"X-Require-Key": "1"})
+
+    assert answer.status_code == keyless.status_code == 201
+    record = IdempotencyRecord.objects.get()
+    lifetime = record.expires_at - record.created_at
+    assert abs(lifetime - timedelta(days=7)) < timedelta(minutes=1)
+    assert refused.status_code == 400
+    assert Widget.objects.count() == 2
+
+
+def test_a_hook_returning_what_would_switch_the_guarantee_off_is_refused(user):
+    with pytest.raises(
+        IdempotencyConfigurationError, match=r"NoRetention\.get_idempotency_ttl\(\)"
+    ):
+        _create(NoRetention, user, **{"Idempotency-Key": "k"})
+    assert not Widget.objects.exists()
