@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.webhooks import signing
+from webhooks import handlers, processing
 from webhooks.bodies import FORM
 from webhooks.models import WebhookReceipt, WebhookRejection
 from webhooks.verifiers.hmac import HmacVerifier
@@ -730,3 +731,24 @@ def test_a_custom_verifiers_delivery_id_and_type_are_checked_too(
     assert not WebhookReceipt.objects.exists()
     # What the bundled verifiers take passes.
     assert post("/webhooks/lax/", body, signing.hmac_headers(body)).status_code == 202
+
+
+def test_a_nul_in_a_stored_header_is_kept_escaped_never_a_500(handler_registry):
+    # Headers are unsigned: anyone resending a captured body can put a NUL in
+    # one, and a jsonb column refuses it.
+    body = signing.event_body()
+    client = Client(raise_request_exception=False)
+    response = client.post(
+        "/webhooks/github/",
+        data=body,
+        content_type="application/json\x00",
+        headers=signing.github_headers(body),
+    )
+
+    assert response.status_code == 202
+    receipt = WebhookReceipt.objects.get()
+    assert receipt.headers["Content-Type"] == "application/json\\x00"
+    seen = []
+    handlers.on("github", "push")(lambda event: seen.append(event.data["id"]))
+    processing.process(receipt.pk)  # the body reads as the intake read it
+    assert seen == ["evt_1"]
