@@ -6,6 +6,7 @@ from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
 from enum import StrEnum
+from itertools import chain, zip_longest
 
 from django.db import (
     DatabaseError,
@@ -519,7 +520,7 @@ def enqueue_waiting(older_than: timedelta, enqueue: Callable, limit=1000) -> int
     # receipts processed since, and each would be enqueued again.
     now = clock.now()
     waiting = _receipts().waiting(now - older_than, now)
-    pks = list(waiting.order_by("received_at").values_list("pk", flat=True)[:limit])
+    pks = _in_turns(waiting, limit)
     enqueued = 0
     for pk in pks:
         try:
@@ -536,3 +537,20 @@ def enqueue_waiting(older_than: timedelta, enqueue: Callable, limit=1000) -> int
             continue
         enqueued += 1
     return enqueued
+
+
+def _in_turns(waiting, limit) -> list[int]:
+    """The ids of up to ``limit`` of ``waiting``, the sources taking turns,
+    each with its oldest (those of sources no longer configured as one), as
+    in the drain: oldest first overall, a source whose enqueue keeps failing
+    (a custom route) would fill every run with its own receipts. One indexed
+    query per source, each reading at most ``limit`` rows."""
+    configured = list(webhooks_settings.SOURCES)
+    by_source = [waiting.filter(source=source) for source in configured]
+    by_source.append(waiting.exclude(source__in=configured))
+    oldest = [
+        rows.order_by("received_at", "pk").values_list("pk", flat=True)[:limit]
+        for rows in by_source
+    ]
+    turns = chain.from_iterable(zip_longest(*oldest))
+    return [pk for pk in turns if pk is not None][:limit]

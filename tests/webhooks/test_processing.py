@@ -339,6 +339,36 @@ def test_one_receipt_whose_enqueue_fails_leaves_the_others_enqueued(clock, caplo
     assert f"Could not enqueue receipt {broken}" in caplog.text
 
 
+def test_a_source_whose_enqueue_fails_holds_back_no_other_source_past_the_limit(
+    clock,
+):
+    # More receipts of the broken route than one run enqueues (its limit,
+    # 1,000 for beat's) took every run's picks, oldest first, and the other
+    # sources' lost receipts were never enqueued again.
+    for delivery_id in ["broken-1", "broken-2", "broken-3"]:
+        deliver(delivery_id)
+    body = signing.event_body("evt_stripe")
+    Client().post(
+        "/webhooks/stripe/",
+        body,
+        content_type="application/json",
+        headers=signing.stripe_headers(body),
+    )
+    clock.advance(minutes=10)
+    enqueued = []
+
+    def enqueue(pk):
+        if WebhookReceipt.objects.get(pk=pk).source == "github":
+            raise ConnectionError("no route to this source's queue")
+        enqueued.append(pk)
+
+    for _run in range(2):  # beat's runs, each finding the same receipts
+        processing.enqueue_waiting(timedelta(minutes=5), enqueue, limit=2)
+
+    stripe = WebhookReceipt.objects.get(source="stripe").pk
+    assert enqueued == [stripe, stripe]
+
+
 @dataclass
 class Forward:
     """A handler that is an object: a dataclass, so it cannot be hashed."""
