@@ -142,7 +142,8 @@ SOURCE_OPTIONS = {
         positive_int,
         "webhooks.E008",
         "A number of bytes.",
-        doc="Bodies larger than this many bytes are refused (413) unread.",
+        doc="Bodies larger than this many bytes are refused (413) unread "
+        "(under WSGI: Django's ASGI handler reads every body before the view).",
     ),
     "HEADERS": Option(
         ("Content-Type", "User-Agent"),
