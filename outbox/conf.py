@@ -99,7 +99,8 @@ outbox_settings = AppSettings(
             timedelta(seconds=30),
             duration,
             "outbox.E004",
-            doc="How long one relay task drains before it returns.",
+            doc="How long one relay task drains before it returns; one whose "
+            "last batch was full sends a fresh task to go on.",
         ),
         "KICK_ON_COMMIT": Option(
             True,

@@ -59,6 +59,8 @@ class DrainResult:
     failed: int = 0
     dead: int = 0
     batches: int = 0
+    # The time budget ran out after a full batch: more may be due.
+    unfinished: bool = False
 
     def __add__(self, other):
         return DrainResult(
@@ -66,6 +68,7 @@ class DrainResult:
             self.failed + other.failed,
             self.dead + other.dead,
             self.batches + other.batches,
+            self.unfinished or other.unfinished,
         )
 
 
@@ -100,6 +103,8 @@ def drain(
                 break
             result += publish_batch(batch, active, using=using)
             if time.monotonic() >= deadline:
+                # A partial batch took every due message there was.
+                result.unfinished = len(batch) == batch_size
                 break
     return result
 

@@ -422,6 +422,43 @@ def test_the_task_drains_through_the_same_function(sent, make_messages):
     assert tasks.relay()["published"] == 3
 
 
+@override_settings(OUTBOX={**IN_MEMORY, "BATCH_SIZE": 1, "TIME_BUDGET": 1e-6})
+def test_a_task_whose_budget_ran_out_sends_the_relay_on(
+    sent, make_messages, eager_celery, monkeypatch
+):
+    # The commits that kicked it are over: without another task, the rest of
+    # the backlog waited for the next commit, or beat if there was one.
+    make_messages(3)
+    sends = []
+    real = tasks.relay.apply_async
+    monkeypatch.setattr(
+        tasks.relay,
+        "apply_async",
+        lambda *a, **kw: sends.append(kw.get("kwargs")) or real(*a, **kw),
+    )
+
+    tasks.relay()
+
+    assert len(sent) == 3
+    assert OutboxMessage.objects.pending().count() == 0
+    # One per full batch whose budget ran out; none after the empty claim.
+    assert sends == [None] * 3
+
+
+@override_settings(OUTBOX={**IN_MEMORY, "BATCH_SIZE": 5, "TIME_BUDGET": 1e-6})
+def test_a_partial_batch_past_the_budget_sends_no_relay_on(
+    sent, make_messages, monkeypatch
+):
+    make_messages(3)
+    sends = []
+    monkeypatch.setattr(tasks.relay, "apply_async", lambda *a, **kw: sends.append(1))
+
+    tasks.relay()
+
+    assert len(sent) == 3
+    assert sends == []
+
+
 def test_broker_down_attempts_grow_nothing_lost_then_everything_flows(
     clock, steady_backoff
 ):
