@@ -685,6 +685,9 @@ def _redrive(task, args, kwargs) -> dict | None:
             if not name.startswith("x-")  # RabbitMQ's x-death and the like
         },
         "queue": (request.delivery_info or {}).get("routing_key"),
+        # The exchange it came through: routed there again by its routing
+        # key, it reaches the queues a topic or headers binding sent it to.
+        "exchange": (request.delivery_info or {}).get("exchange"),
     }
     try:
         # What jsonb refuses (a NUL in the payload) would fail the burial and

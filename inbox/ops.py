@@ -84,11 +84,21 @@ def replay(messages, *, connection=None) -> list[InboxMessage]:
             redrive["kwargs"],
             task_id=redrive["id"],
             headers=redrive["headers"],
-            queue=redrive["queue"],
             connection=connection,
+            **_route(redrive),
         )
         sent.append(message)
     return sent
+
+
+def _route(redrive) -> dict:
+    """Where a replay goes: the exchange and routing key the message came by,
+    so a topic binding ("billing.#") takes it to the queue it took it to;
+    else (the default exchange, or a row kept before the exchange was) the
+    queue named by its routing key, as the default exchange routes."""
+    if redrive.get("exchange"):
+        return {"exchange": redrive["exchange"], "routing_key": redrive["queue"]}
+    return {"queue": redrive["queue"]}
 
 
 def _unit(message) -> units.Unit:

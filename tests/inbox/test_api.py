@@ -481,3 +481,46 @@ def test_a_worker_taken_over_on_its_last_attempt_buries_nothing():
     assert taken_over_runs == ["m-held", "m-held"]  # retried, not buried
     assert not InboxMessage.objects.dead().exists()
     assert Widget.objects.get().name == "m-held"
+
+
+def test_a_dead_message_routed_by_a_topic_key_is_replayed_to_its_queue(tmp_path):
+    # Its replay went to a queue named after the routing key it came by
+    # ("billing.invoice"), which Celery created and nobody consumes: the
+    # operator saw it replayed, and the consumer never got it.
+    from celery import current_app
+
+    from inbox import ops
+    from inbox.conf import inbox_settings
+    from tests.inbox.consumers import flaky
+
+    name = f"outbox-test-topic-{uuid.uuid4().hex[:8]}"
+    exchange = Exchange(name, type="topic", durable=False, auto_delete=False)
+    billing = Queue(name, exchange, routing_key="billing.#", auto_delete=False)
+    stray = Queue("billing.invoice")  # where the replay went
+    flaky.apply(
+        kwargs={
+            "payload": {"runs": str(tmp_path / "runs"), "failures": 9},
+            "headers": {"once-message-id": "m-topic"},
+        },
+        task_id="t-topic",
+        retries=inbox_settings.MAX_ATTEMPTS - 1,
+        exchange=name,
+        routing_key="billing.invoice",
+    )
+    row = InboxMessage.objects.dead().get(message_id="m-topic")
+
+    with Connection(AMQP_URL) as conn:
+        billing(conn.channel()).declare()
+        simple = conn.SimpleQueue(billing)
+        try:
+            assert ops.replay([row], connection=conn) == [row]
+            replayed = simple.get(timeout=5)
+            assert replayed.headers["id"] == "t-topic"
+            assert replayed.headers["task"] == "inbox_tests.flaky"
+            replayed.ack()
+        finally:
+            simple.close()
+            billing(conn.channel()).delete()
+            exchange(conn.channel()).delete()
+            stray(conn.channel()).delete()
+    assert current_app.conf.task_create_missing_queues  # what made the stray
