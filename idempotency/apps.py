@@ -17,6 +17,7 @@ class IdempotencyConfig(appconfig.OnceAppConfig):
     setting_receivers = ["idempotency.shared.metrics.on_setting_changed"]
     system_checks = [
         "idempotency.checks.check_settings",
+        "idempotency.checks.check_autocommit",
         "idempotency.shared.steps.retention.check_retention",
     ]
     url_checks = [

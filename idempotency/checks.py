@@ -12,7 +12,7 @@ from django.db import connections, router
 from django.urls import Resolver404, URLResolver, get_resolver, resolve
 
 from .conf import idempotency_settings, key_ttl, outlasting_ttl
-from .shared import views
+from .shared import autocommit, views
 from .shared.settings import InvalidSetting
 
 
@@ -106,6 +106,26 @@ def _view_handlers(view) -> list:
 def _handlers(cls, actions=()) -> list:
     names = dict.fromkeys([*cls.http_method_names, *actions])
     return [getattr(cls, name, None) for name in names]
+
+
+# The four apps: each one installed keeps its rows where the router writes them.
+ONCE_APPS = ("idempotency", "outbox", "inbox", "webhooks")
+
+
+def check_autocommit(app_configs=None, **kwargs):
+    """Every database the apps write to keeps Django's autocommit on: with it
+    off no ``atomic()`` block commits (``idempotency.shared.autocommit``)."""
+    aliases = {
+        router.db_for_write(model)
+        for label in ONCE_APPS
+        if apps.is_installed(label)
+        for model in apps.get_app_config(label).get_models()
+    }
+    return [
+        Error(why, id="idempotency.E017")
+        for using in sorted(aliases)
+        if (why := autocommit.manual_commit(using))
+    ]
 
 
 def check_atomic_requests(app_configs=None, **kwargs):

@@ -37,7 +37,7 @@ from .exceptions import (
 from .fingerprint import compute as compute_fingerprint
 from .models import IdempotencyRecord
 from .scopes import ANONYMOUS
-from .shared import clock, isolation, problems, storable, tracing, units
+from .shared import autocommit, clock, isolation, problems, storable, tracing, units
 from .shared.exceptions import ClaimRaced
 from .shared.settings import InvalidSetting, as_timedelta
 from .shared.steps import CompensationInProgress, StepTakenOver
@@ -297,11 +297,12 @@ def execute(request, policy: Policy, produce: Callable):
             outcome = None  # not a keyed request
             _hand_to_the_view(request, KEYLESS)
             return produce()
+        records = _records()
+        autocommit.refuse_manual_commit(records.db, IdempotencyConfigurationError)
         claim = _new_claim(request, policy, key)
         if policy.mode == STEPS:
             produce = stepping.abandoning(produce, request)
         store = _storing(produce, responses.SessionWatch(request))
-        records = _records()
         response = _replay_at_one_read(claim, records)
         if response is not None:
             signals.replayed(claim, policy.mode, response)

@@ -11,9 +11,11 @@ from typing import Any
 
 from celery import Task, current_task, shared_task
 from celery.exceptions import Ignore, Reject, Retry
+from django.core.exceptions import ImproperlyConfigured
 from django.db import OperationalError, connections, router, transaction
 
 from idempotency.shared import (
+    autocommit,
     callables,
     clock,
     isolation,
@@ -238,7 +240,9 @@ def _checked(call: str, subscriber, message_id, intent, using):
     checked_subscriber(subscriber)
     message_id = checked_message_id(message_id)
     intent = checked_intent(intent)
-    return message_id, intent, using or router.db_for_write(InboxMessage)
+    using = using or router.db_for_write(InboxMessage)
+    autocommit.refuse_manual_commit(using, ImproperlyConfigured)
+    return message_id, intent, using
 
 
 def checked_message_id(message_id) -> str:

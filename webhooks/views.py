@@ -3,12 +3,13 @@
 import hashlib
 import json
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import router, transaction
 from django.http import HttpResponse
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from idempotency.shared import clock, tracing
+from idempotency.shared import autocommit, clock, tracing
 from idempotency.shared.problems import from_exception
 
 from . import bodies, signals, sources
@@ -71,9 +72,10 @@ class WebhookView(View):
             raise
 
     def accept(self, config, delivery, request, body):
-        receipts = WebhookReceipt.objects.db_manager(
-            router.db_for_write(WebhookReceipt)
-        )
+        using = router.db_for_write(WebhookReceipt)
+        # Refused before the receipt: answered 202, it would then roll back.
+        autocommit.refuse_manual_commit(using, ImproperlyConfigured)
+        receipts = WebhookReceipt.objects.db_manager(using)
         # An unsigned delivery id can be changed at will: then the body, which
         # is signed, identifies the delivery too.
         body_sha256 = (
