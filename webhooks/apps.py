@@ -16,6 +16,7 @@ class WebhooksConfig(appconfig.OnceAppConfig):
         "webhooks.checks.check_settings",
         "webhooks.checks.check_enqueue",
         "webhooks.checks.check_base_app",
+        "webhooks.checks.check_stray_handlers",
     ]
     retention_kinds = {
         "webhooks": ["webhooks.ops.purgeable_receipts", "webhooks.ops.purgeable_counts"]

@@ -1,10 +1,11 @@
 """System checks for the WEBHOOKS settings: the validators the server runs."""
 
+from django.core.checks import Warning
 from django.core.exceptions import ImproperlyConfigured
 
 from idempotency.shared.checks import base_app_installed, celery_broker_configured
 
-from . import kicks, sources, tasks
+from . import handlers, kicks, sources, tasks
 from .conf import webhooks_settings
 
 check_base_app = base_app_installed("webhooks", "webhooks.E015")
@@ -31,3 +32,23 @@ def check_enqueue(app_configs=None, **kwargs):
     except ImproperlyConfigured:
         return []  # reported by check_settings
     return _check_broker() if enqueue in (kicks.enqueue, tasks.enqueue) else []
+
+
+def check_stray_handlers(app_configs=None, **kwargs):
+    """A handler registered for a source no setting configures never runs;
+    processing fails that event type's deliveries instead of skipping them."""
+    try:
+        configured = webhooks_settings.merged()["SOURCES"]
+    except ImproperlyConfigured:
+        return []  # reported by check_settings
+    # A warning: a reusable app may ship handlers for a source this project
+    # does not use; processing still refuses to skip what one was meant for.
+    return [
+        Warning(
+            handlers.describe_stray(key, found) + ": it never runs.",
+            hint="Register it under the source's name in WEBHOOKS['SOURCES'] "
+            f"({', '.join(map(repr, configured)) or 'none configured'}).",
+            id="webhooks.W004",
+        )
+        for key, found in handlers.stray(configured).items()
+    ]

@@ -18,7 +18,7 @@ first unfinished step (see ``idempotency.shared.steps``). The handlers of one
 event type are all of one kind.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -156,6 +156,29 @@ def handlers_for(source: str, event_type: str) -> list[Callable]:
         autodiscover_modules("webhooks")
         _discovered = True
     return list(_registry.get((source, event_type), ()))
+
+
+def stray(configured: Iterable[str]) -> dict[tuple[str, str], list[Callable]]:
+    """The registrations ``@on(source, event_type)`` whose source is not one
+    of ``configured``: they never run, whatever arrives."""
+    handlers_for("", "")  # discovered first
+    configured = set(configured)
+    return {
+        key: list(handlers)
+        for key, handlers in _registry.items()
+        if key[0] not in configured and handlers
+    }
+
+
+def describe_stray(key: tuple[str, str], handlers: list[Callable]) -> str:
+    names = ", ".join(
+        f"{getattr(h, '__module__', '?')}.{getattr(h, '__qualname__', repr(h))}"
+        for h in handlers
+    )
+    return (
+        f"@on({key[0]!r}, {key[1]!r}) registers {names} for a source "
+        "WEBHOOKS['SOURCES'] does not configure"
+    )
 
 
 def run(handler: Callable, event: Event) -> None:

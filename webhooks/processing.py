@@ -8,6 +8,7 @@ from datetime import timedelta
 from enum import StrEnum
 from itertools import chain, zip_longest
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import (
     DatabaseError,
     InterfaceError,
@@ -23,7 +24,7 @@ from idempotency.shared.steps import Abandon, StepTakenOver, begin
 from . import signals
 from .conf import webhooks_settings
 from .exceptions import HandlerFailed, ReceiptUnreadable, WorkerDied
-from .handlers import Event, handlers_for, run, runs_steps
+from .handlers import Event, describe_stray, handlers_for, run, runs_steps, stray
 from .models import WebhookReceipt
 
 logger = logging.getLogger("webhooks")
@@ -213,6 +214,23 @@ def _read(receipts, pk) -> WebhookReceipt:
         raise ReceiptUnreadable(pk, f"receipt {pk} cannot be read: {exc!r}") from exc
 
 
+def _refuse_skipping(receipt) -> None:
+    """A handler registered for this event type under a source no setting
+    configures (a typo, a renamed source) was most likely meant for it:
+    fail the receipt, kept for a replay, rather than skip it unhandled."""
+    strays = [
+        describe_stray(key, found)
+        for key, found in stray(webhooks_settings.SOURCES).items()
+        if key[1] == receipt.event_type
+    ]
+    if strays:
+        raise ImproperlyConfigured(
+            f"{'; '.join(strays)}: no handler of {receipt.source!r} takes "
+            f"{receipt.event_type!r}, so this delivery is failed, not skipped. "
+            "Register the handler under the source's configured name."
+        )
+
+
 def _run_handlers(receipt) -> Outcome:
     """Run the receipt's handlers and mark it, in the caller's transaction."""
     with tracing.webhook(
@@ -225,6 +243,8 @@ def _run_handlers(receipt) -> Outcome:
 
 def _handle(receipt) -> Outcome:
     handlers = handlers_for(receipt.source, receipt.event_type)
+    if not handlers:
+        _refuse_skipping(receipt)
     event = _event(receipt)
     for handler in handlers:
         with units.running(event.unit):
