@@ -296,7 +296,10 @@ def execute(request, policy: Policy, produce: Callable):
                 )
             outcome = None  # not a keyed request
             _hand_to_the_view(request, KEYLESS)
-            return produce()
+            # In one transaction, as a keyed request's work: the view's writes
+            # and the events it records commit together or not at all.
+            with transaction.atomic(using=router.db_for_write(IdempotencyRecord)):
+                return produce()
         records = _records()
         autocommit.refuse_manual_commit(records.db, IdempotencyConfigurationError)
         claim = _new_claim(request, policy, key)
