@@ -3,6 +3,8 @@
 import enum
 import re
 import uuid
+from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 from django.db import connection, transaction
@@ -68,6 +70,21 @@ def test_a_failing_record_rolls_back_the_business_row():
 
     assert Widget.objects.count() == 0
     assert OutboxMessage.objects.count() == 0
+
+
+def test_a_decimal_a_datetime_and_a_uuid_are_stored_as_their_text():
+    # As docs/outbox.md says: the consumer gets "10.00", not a float.
+    moment = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    ident = uuid.UUID(int=1)
+    with transaction.atomic():
+        payload = {"amount": Decimal("10.00"), "at": moment, "id": ident}
+        record("payment", 1, "payment.captured", payload)
+
+    assert OutboxMessage.objects.get().payload == {
+        "amount": "10.00",
+        "at": "2026-01-02T03:04:05Z",
+        "id": str(ident),
+    }
 
 
 @pytest.mark.parametrize(
