@@ -622,6 +622,51 @@ def test_an_operator_cannot_abandon_a_unit_whose_worker_holds_a_live_lease(clock
     assert [c[0] for c in calls] == ["charge", "refund"]
 
 
+def crash_before_the_recovery_point(monkeypatch, steps, name, fn, **kwargs):
+    """The worker dies after ``fn`` called out, before its result is stored."""
+
+    def crash(*args, **kwargs):
+        raise Crash
+
+    with monkeypatch.context() as patched:
+        patched.setattr(handle, "store_point", crash)
+        with pytest.raises(Crash):
+            steps.step(name, fn, **kwargs)
+
+
+def test_abandoning_after_a_death_mid_call_leaves_that_call_without_undo(
+    monkeypatch, clock
+):
+    # As docs/steps.md says: an undo needs the step's stored result.
+    crash_before_the_recovery_point(monkeypatch, start(), "charge", charge, undo=refund)
+    clock.advance(LEASE + timedelta(seconds=1))
+
+    assert compensate(UNIT.identity, "operator") is True
+
+    assert [c[0] for c in calls] == ["charge"]  # charged, never refunded
+    assert UnitRecord.objects.get().state == "compensated"
+
+
+def test_a_retry_before_the_abandon_stores_the_call_so_its_undo_runs(
+    monkeypatch, clock
+):
+    crash_before_the_recovery_point(monkeypatch, start(), "charge", charge, undo=refund)
+    clock.advance(LEASE + timedelta(seconds=1))
+
+    # The retry resumes: the same derived key, so the provider answers the
+    # first charge, and the recovery point is stored this time.
+    start().step("charge", charge, undo=refund)
+    clock.advance(LEASE + timedelta(seconds=1))
+    assert compensate(UNIT.identity, "operator") is True
+
+    key = UNIT.derive("charge")
+    assert calls == [
+        ("charge", key, None),
+        ("charge", key, None),
+        ("refund", UNIT.derive("undo:charge"), {"charge": "ch_1", "amount": 500}),
+    ]
+
+
 def test_a_compensation_fences_out_the_attempt_it_took_over(clock):
     old = start()
     old.step("charge", charge, undo=refund)
