@@ -22,7 +22,6 @@ from urllib.parse import urlencode
 import pytest
 from django.conf import settings
 from django.db import connection, router
-from django.db.models.signals import post_save
 from django.test.client import BOUNDARY, encode_multipart
 
 from ..conf import idempotency_settings
@@ -37,6 +36,7 @@ from ..shared.testing.crashes import (
     SimulatedCrash,
     commit_points,
     failing_after_first_write,
+    failing_as_first_save_completes,
     require_committed_transactions,
     slowed,
 )
@@ -54,7 +54,6 @@ REPLAYED = "Idempotent-Replayed"
 JSON = "application/json"
 URLENCODED = "application/x-www-form-urlencoded"
 MULTIPART = "multipart/form-data"
-_POST_SAVE_UID = "django-once-proof-kit-failure"
 
 
 @dataclass
@@ -1123,22 +1122,12 @@ def _failing_as_first_save_completes() -> Iterator[_Failure]:
     failure = _Failure()
     # The claim's and the session's rows are not the view's.
     ignored = {IdempotencyRecord, *_session_models()}
-
-    def fail_once(sender, instance, **kwargs):
-        if failure.where is None and sender not in ignored:
-            failure.where = (
-                "the kit raised as the view's first save completed (post_save "
-                f"of {sender._meta.label})"
-            )
-            raise InjectedFailure(
-                f"injected by the proof kit after saving {instance!r}"
-            )
-
-    post_save.connect(fail_once, weak=False, dispatch_uid=_POST_SAVE_UID)
-    try:
+    with failing_as_first_save_completes(ignored) as injection:
         yield failure
-    finally:
-        post_save.disconnect(dispatch_uid=_POST_SAVE_UID)
+    if injection.after is not None:
+        failure.where = (
+            f"the kit raised as the view's first save completed ({injection.after})"
+        )
 
 
 def _session_models() -> list:

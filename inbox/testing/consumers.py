@@ -14,11 +14,17 @@ from datetime import timedelta
 from operator import attrgetter
 from typing import Any
 
+import pytest
+
+from idempotency.shared.steps.models import StepRecord, UnitRecord
 from idempotency.shared.testing import guarantees as g
+from idempotency.shared.testing.clock import controlled_clock
 from idempotency.shared.testing.crashes import (
     AFTER,
     BEFORE,
     commit_points,
+    failing_after_first_write,
+    failing_as_first_save_completes,
     require_committed_transactions,
 )
 from idempotency.shared.testing.messages import (
@@ -31,12 +37,14 @@ from idempotency.shared.testing.messages import (
 )
 from idempotency.shared.testing.steps import (
     die_then_judge,
+    each_once,
     growth,
     kill_after_each_step,
     step_kills,
 )
 
 from ..conf import inbox_settings
+from ..models import InboxMessage
 
 REDELIVERED_MESSAGE = "a redelivered message is applied once"
 CRASH_BEFORE_ACK = (
@@ -45,6 +53,10 @@ CRASH_BEFORE_ACK = (
 CRASH_AFTER_STEP = (
     "a steps consumer killed right after any of its steps runs each step's "
     "effect once in the end: its redelivery resumes, repeating nothing"
+)
+FAILED_DELIVERY = (
+    "a consumer whose work fails raises, so the message is redelivered and "
+    "applied once in the end: a failure swallowed acks the message and loses it"
 )
 CRASH_ANYWHERE = (
     "a consumer that dies at any point applies the message exactly once in the "
@@ -145,6 +157,79 @@ def check_crash_anywhere(consumer: Consumer) -> None:
         )
 
 
+def check_failed_delivery(consumer: Consumer) -> None:
+    """The consumer's work fails after its first write (inside the ORM, then
+    as its first model save completes, where its own ``except`` gets it). It
+    must raise, so the broker redelivers (the task is not acked), and the
+    redelivery must apply the message once. A consumer that returns instead
+    has its message acked: whatever the failure undid is lost."""
+    __tracebackhide__ = True
+    case = "failed delivery"
+    require_committed_transactions(case)
+    message = consumer.message()
+    before = g.measure(consumer.effects)
+    consumer.hand(message)
+    applied = g.measure(consumer.effects)
+    _require_an_effect(consumer, before, applied)
+    delta = growth(before, applied)
+    problems: list[str] = []
+    failed_somewhere = False
+    for failing in _FAILURES:
+        message = consumer.message()
+        before = g.measure(consumer.effects)
+        raised = None
+        with failing() as injection:
+            try:
+                consumer.hand(message)
+            except Exception as exc:  # the failure made to happen, or its own
+                raised = exc
+        if injection.after is None:
+            if raised is not None:
+                raise raised  # not ours: the consumer failed by itself
+            continue
+        failed_somewhere = True
+        where = f"the kit raised after the consumer's first write ({injection.after})"
+        if raised is None:
+            # A task that returns is acked: no redelivery will come.
+            problems += [
+                f"{where}; the consumer returned instead of raising, so the "
+                f"message is acked and never redelivered: {verdict}"
+                for verdict in each_once(before, g.measure(consumer.effects), delta)
+            ]
+            continue
+        with controlled_clock() as clock:
+            if runs_steps(consumer.consume):
+                clock.advance(_steps_lease())  # its lease lapses first
+            consumer.hand(message)
+        problems += [
+            f"{where}; the consumer raised {type(raised).__name__}, then the "
+            f"message was redelivered: {verdict}"
+            for verdict in each_once(before, g.measure(consumer.effects), delta)
+        ]
+    if not failed_somewhere:
+        # Its outside calls are steps, or its effect is not in the database.
+        pytest.skip("the consumer wrote nothing of its own for the kit to fail after")
+    if problems:
+        raise g.broken(FAILED_DELIVERY, consumer.describe(message), *problems)
+
+
+# The inbox's own rows are not the consumer's work: failing after them
+# proves nothing about it.
+_LIBRARY_MODELS = (InboxMessage, UnitRecord, StepRecord)
+
+
+def _failing_after_first_write():
+    tables = [f'"{model._meta.db_table}"' for model in _LIBRARY_MODELS]
+    return failing_after_first_write(ignore_tables=tables)
+
+
+def _failing_as_first_save_completes():
+    return failing_as_first_save_completes(_LIBRARY_MODELS)
+
+
+_FAILURES = (_failing_after_first_write, _failing_as_first_save_completes)
+
+
 def runs_steps(consume) -> bool:
     """Whether ``consume`` is a steps consumer (``@consumer(..., steps=True)``
     or ``@consumer_task(..., steps=True)``)."""
@@ -180,7 +265,12 @@ def _steps_lease() -> timedelta:
 
 
 # Every case of a consumer, for ``pytest.mark.parametrize("check", ...)``.
-CONSUMER_CHECKS = (check_redelivery, check_crash_before_ack, check_crash_anywhere)
+CONSUMER_CHECKS = (
+    check_redelivery,
+    check_crash_before_ack,
+    check_crash_anywhere,
+    check_failed_delivery,
+)
 
 
 def _probe(consumer: Consumer, case: str, guarantee: str):
@@ -257,6 +347,7 @@ __all__ = [
     "CRASH_AFTER_STEP",
     "CRASH_ANYWHERE",
     "CRASH_BEFORE_ACK",
+    "FAILED_DELIVERY",
     "MESSAGE_ID_HEADER",
     "REDELIVERED_MESSAGE",
     "Consumer",
@@ -265,6 +356,7 @@ __all__ = [
     "check_crash_after_each_step",
     "check_crash_anywhere",
     "check_crash_before_ack",
+    "check_failed_delivery",
     "check_redelivery",
     "new_message",
     "runs_steps",

@@ -41,6 +41,9 @@ class ConsumerSuite(Suite):
     def test_a_crash_at_any_point_applies_exactly_once(self):
         consumers.check_crash_anywhere(self.consumer_under_test())
 
+    def test_a_failed_delivery_is_redelivered_and_applied_once(self):
+        consumers.check_failed_delivery(self.consumer_under_test())
+
     def test_a_crash_after_each_step_runs_each_step_once(self):
         consumer = self.consumer_under_test()
         if not consumers.runs_steps(consumer.consume):

@@ -197,6 +197,32 @@ def ships_by_task(*, payload, **kwargs):
     ship_widget.delay(payload["name"])
 
 
+def reserves_swallowing_failures(*, payload, headers, **kwargs):
+    """Reserves stock and notes it under the inbox, but catches every
+    exception and returns: a failure rolls the inbox row back with the work,
+    the task is acked all the same, and no redelivery comes: the message is
+    lost."""
+    try:
+        with receive("broken.swallows", headers["once-message-id"]) as delivery:
+            if delivery.duplicate:
+                return
+            Stock.objects.filter(sku=payload["sku"]).update(reserved=F("reserved") + 1)
+            Widget.objects.create(name=payload["name"])
+    except Exception:
+        return  # "logged": the broker acks the message
+
+
+@consumer("broken.notes-swallowing-failures")
+def notes_swallowing_failures(*, payload, **kwargs):
+    """Notes the widget, then reserves stock, catching a failure in between
+    inside the inbox's block: the inbox row commits with half the work."""
+    try:
+        Widget.objects.create(name=payload["name"])
+        Stock.objects.filter(sku=payload["sku"]).update(reserved=F("reserved") + 1)
+    except Exception:
+        pass
+
+
 @consumer("broken.mails-outside-steps", steps=True)
 def mails_outside_steps(delivery, *, payload, **kwargs):
     """Books with a step, then mails outside any: when a crash comes after a

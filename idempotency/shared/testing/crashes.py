@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import connection, connections
+from django.db.models.signals import post_save
 
 from .clock import controlled_clock
 
 BEFORE = "before"
+_POST_SAVE_UID = "django-once-proof-kit-failure"
 AFTER = "after"
 
 # Statements that change rows; a WITH query counts when it holds one of them.
@@ -109,6 +111,30 @@ def failing_after_first_write(
 
     with _wrapping_every_connection(wrapper):
         yield injection
+
+
+@contextmanager
+def failing_as_first_save_completes(
+    ignore_models: Collection[type] = (),
+) -> Iterator[Injection]:
+    """Raise ``InjectedFailure`` from ``post_save`` of the first model saved
+    in the block (but ``ignore_models``: the library's records, sessions).
+    The row is written and the transaction sound, so the code under test
+    gets the exception in its own ``except``, as from the step after it."""
+    injection = Injection()
+
+    def fail_once(sender, instance, **kwargs):
+        if injection.after is None and sender not in ignore_models:
+            injection.after = f"post_save of {sender._meta.label}"
+            raise InjectedFailure(
+                f"injected by the proof kit after saving {instance!r}"
+            )
+
+    post_save.connect(fail_once, weak=False, dispatch_uid=_POST_SAVE_UID)
+    try:
+        yield injection
+    finally:
+        post_save.disconnect(dispatch_uid=_POST_SAVE_UID)
 
 
 @contextmanager
@@ -265,6 +291,7 @@ __all__ = [
     "commit_points",
     "die_then_rerun",
     "failing_after_first_write",
+    "failing_as_first_save_completes",
     "is_write",
     "require_committed_transactions",
     "slowed",
