@@ -23,8 +23,7 @@ from idempotency.shared.testing.crashes import (
     AFTER,
     BEFORE,
     commit_points,
-    failing_after_first_write,
-    failing_as_first_save_completes,
+    failures_past,
     require_committed_transactions,
 )
 from idempotency.shared.testing.messages import (
@@ -37,7 +36,7 @@ from idempotency.shared.testing.messages import (
 )
 from idempotency.shared.testing.steps import (
     die_then_judge,
-    each_once,
+    fail_then_retry,
     growth,
     kill_after_each_step,
     step_kills,
@@ -172,62 +171,44 @@ def check_failed_delivery(consumer: Consumer) -> None:
     applied = g.measure(consumer.effects)
     _require_an_effect(consumer, before, applied)
     delta = growth(before, applied)
-    problems: list[str] = []
-    failed_somewhere = False
-    for failing in _FAILURES:
+
+    def start():
         message = consumer.message()
-        before = g.measure(consumer.effects)
-        raised = None
-        with failing() as injection:
+
+        def run():
             try:
                 consumer.hand(message)
             except Exception as exc:  # the failure made to happen, or its own
-                raised = exc
-        if injection.after is None:
-            if raised is not None:
-                raise raised  # not ours: the consumer failed by itself
-            continue
-        failed_somewhere = True
-        where = f"the kit raised after the consumer's first write ({injection.after})"
-        if raised is None:
-            # A task that returns is acked: no redelivery will come.
-            problems += [
-                f"{where}; the consumer returned instead of raising, so the "
-                f"message is acked and never redelivered: {verdict}"
-                for verdict in each_once(before, g.measure(consumer.effects), delta)
-            ]
-            continue
-        with controlled_clock() as clock:
-            if runs_steps(consumer.consume):
-                clock.advance(_steps_lease())  # its lease lapses first
-            consumer.hand(message)
-        problems += [
-            f"{where}; the consumer raised {type(raised).__name__}, then the "
-            f"message was redelivered: {verdict}"
-            for verdict in each_once(before, g.measure(consumer.effects), delta)
-        ]
-    if not failed_somewhere:
+                return exc
+            return None
+
+        def redeliver():
+            with controlled_clock() as clock:
+                if runs_steps(consumer.consume):
+                    clock.advance(_steps_lease())  # its lease lapses first
+                consumer.hand(message)
+
+        return consumer.describe(message), run, redeliver
+
+    problems = fail_then_retry(
+        start,
+        _FAILURES,
+        effects=consumer.effects,
+        delta=delta,
+        # A task that returns is acked: no redelivery will come.
+        returned="the consumer returned instead of raising, so the message "
+        "is acked and never redelivered",
+        retried="then the message was redelivered",
+    )
+    if problems is None:
         # Its outside calls are steps, or its effect is not in the database.
         pytest.skip("the consumer wrote nothing of its own for the kit to fail after")
     if problems:
-        raise g.broken(FAILED_DELIVERY, consumer.describe(message), *problems)
+        raise g.broken(FAILED_DELIVERY, *problems)
 
 
-# The inbox's own rows are not the consumer's work: failing after them
-# proves nothing about it.
-_LIBRARY_MODELS = (InboxMessage, UnitRecord, StepRecord)
-
-
-def _failing_after_first_write():
-    tables = [f'"{model._meta.db_table}"' for model in _LIBRARY_MODELS]
-    return failing_after_first_write(ignore_tables=tables)
-
-
-def _failing_as_first_save_completes():
-    return failing_as_first_save_completes(_LIBRARY_MODELS)
-
-
-_FAILURES = (_failing_after_first_write, _failing_as_first_save_completes)
+# Past the library's own rows: the kit fails the work, not them.
+_FAILURES = failures_past((InboxMessage, UnitRecord, StepRecord))
 
 
 def runs_steps(consume) -> bool:

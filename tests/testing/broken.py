@@ -258,6 +258,20 @@ def ships_the_widget_by_task(event):
     ship_widget.delay(widget.name)
 
 
+def pays_swallowing_failures(event):
+    """Marks the order paid and notes it, but catches every exception: a
+    failure rolls the handler's work back, the receipt is marked processed
+    all the same, and no retry comes: the payment is lost."""
+    try:
+        with transaction.atomic():
+            order = Order.objects.select_for_update().get(pk=event.data["order"])
+            order.status = "paid"
+            order.save(update_fields=["status"])
+            Widget.objects.create(name=f"paid {order.pk}")
+    except Exception:
+        return  # "logged"
+
+
 def register(source, event_type, handler):
     on(source, event_type)(handler)
 

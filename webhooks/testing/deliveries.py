@@ -19,16 +19,20 @@ from django.test import Client, TestCase, override_settings
 from django.urls import reverse
 
 from idempotency.shared import clock
+from idempotency.shared.steps.models import StepRecord, UnitRecord
 from idempotency.shared.testing import guarantees as g
+from idempotency.shared.testing.clock import controlled_clock
 from idempotency.shared.testing.crashes import (
     AFTER,
     BEFORE,
     commit_points,
+    failures_past,
     require_committed_transactions,
 )
 from idempotency.shared.testing.messages import sent_straight, tasks_sent
 from idempotency.shared.testing.steps import (
     die_then_judge,
+    fail_then_retry,
     growth,
     kill_after_each_step,
     step_kills,
@@ -50,6 +54,10 @@ CRASHED_WEBHOOK = (
 CRASHED_STEPS_WEBHOOK = (
     "a steps handler killed right after any of its steps runs each step's "
     "effect once in the end: the redelivered task resumes, repeating nothing"
+)
+FAILED_WEBHOOK = (
+    "a handler whose work fails raises, so the receipt is retried and applied "
+    "once in the end: a failure swallowed marks it processed and loses it"
 )
 STALE_WEBHOOK = "an event older than the state it would overwrite is ignored"
 NEWER_WEBHOOK = (
@@ -281,6 +289,62 @@ def check_webhook_crash(webhook: Webhook) -> None:
     problems.raise_if_any()
 
 
+def check_webhook_failure(webhook: Webhook) -> None:
+    """The handlers' work fails after their first write (inside the ORM, then
+    as their first model save completes, where a handler's own ``except``
+    gets it). A handler must let it raise, so the receipt fails and its task
+    is retried, and the retry must apply the event once. A handler that
+    returns instead has its receipt marked processed: whatever the failure
+    undid is lost, and no retry comes."""
+    __tracebackhide__ = True
+    require_committed_transactions("webhook failure")
+    with intake(webhook.url) as desk:
+        before = g.measure(webhook.effects)
+        desk.deliver(webhook.signed(webhook.body()))
+        after = g.measure(webhook.effects)
+        _require_an_effect(webhook, before, after)
+
+        def start():
+            delivery = webhook.signed(webhook.body())
+            _, queued = desk.accept(delivery)
+
+            def run():
+                try:
+                    desk.process_all(queued)
+                except g.CannotCheck as exc:  # a handler raised
+                    return exc
+                return None
+
+            def retry():
+                with controlled_clock() as clock:
+                    clock.advance(_past_a_lease())  # the task's retry, later
+                    for receipt_id in queued:
+                        process(receipt_id, failures=1)
+
+            return f"delivery {delivery.delivery_id}", run, retry
+
+        problems = fail_then_retry(
+            start,
+            _FAILURES,
+            effects=webhook.effects,
+            delta=growth(before, after),
+            returned="the handler returned instead of raising, so the receipt "
+            "is marked processed and never retried",
+            retried="then the task was retried",
+        )
+    if problems is None:
+        # Its outside calls are steps, or its effect is not in the database.
+        pytest.skip("the handlers wrote nothing of their own for the kit to fail after")
+    if problems:
+        raise g.broken(
+            FAILED_WEBHOOK, f"{webhook.source} {webhook.event_type}", *problems
+        )
+
+
+# Past the library's own rows: the kit fails the work, not them.
+_FAILURES = failures_past((WebhookReceipt, UnitRecord, StepRecord))
+
+
 def check_webhook_crash_after_each_step(webhook: Webhook) -> None:
     """A steps handler dies right after each of its steps' recovery points in
     turn; once its lease lapses the task is redelivered: each effect must
@@ -474,6 +538,7 @@ class _Ordering:
 WEBHOOK_CHECKS = (
     check_webhook_redelivery,
     check_webhook_crash,
+    check_webhook_failure,
     check_webhook_order,
     check_webhook_newer_after_older,
 )
@@ -525,6 +590,7 @@ def _receipt(delivery: SignedDelivery):
 __all__ = [
     "CRASHED_STEPS_WEBHOOK",
     "CRASHED_WEBHOOK",
+    "FAILED_WEBHOOK",
     "LATE_BY",
     "NEWER_WEBHOOK",
     "REDELIVERED_WEBHOOK",
@@ -535,6 +601,7 @@ __all__ = [
     "Webhook",
     "check_webhook_crash",
     "check_webhook_crash_after_each_step",
+    "check_webhook_failure",
     "check_webhook_newer_after_older",
     "check_webhook_order",
     "check_webhook_redelivery",

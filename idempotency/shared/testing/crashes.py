@@ -19,6 +19,8 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
+from typing import Any
 
 from django.db import connection, connections
 from django.db.models.signals import post_save
@@ -135,6 +137,18 @@ def failing_as_first_save_completes(
         yield injection
     finally:
         post_save.disconnect(dispatch_uid=_POST_SAVE_UID)
+
+
+def failures_past(models: Collection[Any]) -> tuple[Callable, Callable]:
+    """The kit's two failures of a unit of work, as context manager
+    factories: right after its first write, and as its first model save
+    completes; both past ``models``, the library's own rows, whose writes
+    are not the work and prove nothing failed after."""
+    tables = [f'"{model._meta.db_table}"' for model in models]
+    return (
+        partial(failing_after_first_write, ignore_tables=tables),
+        partial(failing_as_first_save_completes, models),
+    )
 
 
 @contextmanager
@@ -292,6 +306,7 @@ __all__ = [
     "die_then_rerun",
     "failing_after_first_write",
     "failing_as_first_save_completes",
+    "failures_past",
     "is_write",
     "require_committed_transactions",
     "slowed",

@@ -132,6 +132,44 @@ def each_once(before, after, delta) -> list[str]:
     ]
 
 
+def fail_then_retry(
+    start: Callable[[], tuple[str, Callable, Callable]],
+    failures,
+    *,
+    effects: Callable,
+    delta,
+    returned: str,
+    retried: str,
+) -> list[str] | None:
+    """Per failure of ``failures`` (``crashes.failures_past()``), a new unit:
+    ``start()`` gives ``(label, run, retry)``; ``run()`` works under the
+    failure and returns the exception it ended with (None when it returned:
+    its message is acked, no retry comes); ``retry()`` runs it again as the
+    broker does. Each effect must have grown by ``delta`` in the end; what
+    went wrong is said after ``returned`` or ``retried``. None when no
+    failure happened: the unit wrote nothing of its own to fail after."""
+    problems: list[str] = []
+    failed = False
+    for failing in failures:
+        label, run, retry = start()
+        before = measure(effects)
+        with failing() as injection:
+            raised = run()
+        if injection.after is None:
+            if raised is not None:
+                raise raised  # not ours: the unit failed by itself
+            continue
+        failed = True
+        where = f"{label}: the kit raised after its first write ({injection.after})"
+        if raised is None:
+            told = f"{where}; {returned}"
+        else:
+            retry()
+            told = f"{where}; it raised {type(raised).__name__}, {retried}"
+        problems += _verdicts(told, before, effects, delta)
+    return problems if failed else None
+
+
 def growth(before, after):
     """How much the effects grew: a number, or a dict by effect."""
     if isinstance(after, dict):
@@ -143,6 +181,7 @@ __all__ = [
     "StepKills",
     "die_then_judge",
     "each_once",
+    "fail_then_retry",
     "growth",
     "kill_after_each_step",
     "step_kills",
