@@ -272,6 +272,16 @@ def pays_swallowing_failures(event):
         return  # "logged"
 
 
+def pays_and_mails_every_run(event):
+    """Marks the order paid and mails the receipt on every run: a processed
+    receipt an operator force-reprocesses (to run a handler added since)
+    mails the buyer a second receipt."""
+    order = Order.objects.select_for_update().get(pk=event.data["order"])
+    order.status = "paid"
+    order.save(update_fields=["status"])
+    mail.send_mail("Paid", f"order {order.pk}", "shop@example.com", ["b@example.com"])
+
+
 def register(source, event_type, handler):
     on(source, event_type)(handler)
 

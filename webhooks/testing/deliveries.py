@@ -59,6 +59,10 @@ FAILED_WEBHOOK = (
     "a handler whose work fails raises, so the receipt is retried and applied "
     "once in the end: a failure swallowed marks it processed and loses it"
 )
+FORCED_WEBHOOK = (
+    "a processed receipt an operator force-reprocesses runs its handlers "
+    "again, and they tolerate the second run: no effect happens twice"
+)
 STALE_WEBHOOK = "an event older than the state it would overwrite is ignored"
 NEWER_WEBHOOK = (
     "an event newer than the state it would overwrite is applied, even when it "
@@ -231,27 +235,51 @@ def check_webhook_redelivery(webhook: Webhook) -> None:
     __tracebackhide__ = True
     with intake(webhook.url) as desk:
         delivery = webhook.signed(webhook.body())
-        before = g.measure(webhook.effects)
-        first = desk.deliver(delivery)
-        applied = g.measure(webhook.effects)
-        _require_an_effect(webhook, before, applied)
-        # Re-signed as providers do on a retry: same id, same body.
-        again, queued = desk.post(
-            webhook.signed(delivery.body, delivery_id=delivery.delivery_id)
-        )
-        desk.process_all(queued)
-        # A worker that picks the receipt up once more (a redelivered task).
-        receipt = _receipt(delivery)
-        desk.process(receipt.pk)
-        after = g.measure(webhook.effects)
+
+        def again():
+            # Re-signed as providers do on a retry: same id, same body.
+            answer, queued = desk.post(
+                webhook.signed(delivery.body, delivery_id=delivery.delivery_id)
+            )
+            desk.process_all(queued)
+            # A worker that picks the receipt up once more (a redelivered task).
+            desk.process(_receipt(delivery).pk)
+            return answer
+
+        first, second, readings = _processed_then(webhook, desk, delivery, again)
+    _require_no_second_effect(
+        REDELIVERED_WEBHOOK,
+        webhook,
+        f"{delivery.delivery_id}, delivered twice and processed again",
+        readings,
+        f"first answer: {g.answer(first)}",
+        f"redelivery:   {g.answer(second)}",
+    )
+
+
+def _processed_then(webhook, desk, delivery, then):
+    """Deliver and process ``delivery``, then call ``then()``; return the
+    intake's first answer, what ``then()`` returned, and the effects read
+    before, at the end and after the first run."""
+    before = g.measure(webhook.effects)
+    first = desk.deliver(delivery)
+    applied = g.measure(webhook.effects)
+    _require_an_effect(webhook, before, applied)
+    second = then()
+    return first, second, (before, g.measure(webhook.effects), applied)
+
+
+def _require_no_second_effect(guarantee, webhook, what, readings, *evidence):
+    """Raise ``GuaranteeBroken`` unless the effects read ``(before, after,
+    applied)`` stayed where the first run put them."""
+    __tracebackhide__ = True
+    before, after, applied = readings
     if after != applied:
         raise g.broken(
-            REDELIVERED_WEBHOOK,
-            f"{webhook.source} {webhook.event_type} delivery "
-            f"{delivery.delivery_id}, delivered twice and processed again",
+            guarantee,
+            f"{webhook.source} {webhook.event_type} delivery {what}",
             g.change(before, after, applied),
-            f"first answer: {g.answer(first)}",
-            f"redelivery:   {g.answer(again)}",
+            *evidence,
         )
 
 
@@ -343,6 +371,41 @@ def check_webhook_failure(webhook: Webhook) -> None:
 
 # Past the library's own rows: the kit fails the work, not them.
 _FAILURES = failures_past((WebhookReceipt, UnitRecord, StepRecord))
+
+
+def check_webhook_forced_reprocess(webhook: Webhook) -> None:
+    """An operator force-reprocesses a processed receipt (the console's
+    action, to run a handler added since): every handler of its event runs
+    again, and must tolerate it, as the confirmation page says. Skipped for
+    steps handlers, whose finished unit the console leaves alone."""
+    __tracebackhide__ = True
+    require_committed_transactions("webhook forced reprocess")
+    if runs_steps_handlers(webhook):
+        pytest.skip(
+            "steps handlers: the console does not force a finished unit, whose "
+            "steps would return their recovery points"
+        )
+    with intake(webhook.url) as desk:
+        delivery = webhook.signed(webhook.body())
+
+        def force_reprocess():
+            # Reopened as the console's force reprocess does (webhooks.admin).
+            receipts = WebhookReceipt.objects.filter(pk=_receipt(delivery).pk)
+            receipts.update(
+                state=WebhookReceipt.State.RECEIVED, processed_at=None, worker_deaths=0
+            )
+            desk.process_all([receipts.get().pk])
+
+        *_, readings = _processed_then(webhook, desk, delivery, force_reprocess)
+    _require_no_second_effect(
+        FORCED_WEBHOOK,
+        webhook,
+        f"{delivery.delivery_id}, processed, then force-reprocessed",
+        readings,
+        "a handler runs again on a forced reprocess: apply the event only "
+        "where the state it sets is not there yet (an order already paid "
+        "stays paid), or call out with event.derive(step) as the key",
+    )
 
 
 def check_webhook_crash_after_each_step(webhook: Webhook) -> None:
@@ -539,6 +602,7 @@ WEBHOOK_CHECKS = (
     check_webhook_redelivery,
     check_webhook_crash,
     check_webhook_failure,
+    check_webhook_forced_reprocess,
     check_webhook_order,
     check_webhook_newer_after_older,
 )
@@ -591,6 +655,7 @@ __all__ = [
     "CRASHED_STEPS_WEBHOOK",
     "CRASHED_WEBHOOK",
     "FAILED_WEBHOOK",
+    "FORCED_WEBHOOK",
     "LATE_BY",
     "NEWER_WEBHOOK",
     "REDELIVERED_WEBHOOK",
@@ -602,6 +667,7 @@ __all__ = [
     "check_webhook_crash",
     "check_webhook_crash_after_each_step",
     "check_webhook_failure",
+    "check_webhook_forced_reprocess",
     "check_webhook_newer_after_older",
     "check_webhook_order",
     "check_webhook_redelivery",

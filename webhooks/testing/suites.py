@@ -54,6 +54,9 @@ class WebhookSuite(Suite):
     def test_a_failed_handler_is_retried_and_applied_once(self):
         deliveries.check_webhook_failure(self.webhook())
 
+    def test_a_forced_reprocess_makes_no_effect_twice(self):
+        deliveries.check_webhook_forced_reprocess(self.webhook())
+
     def test_a_crash_after_each_step_runs_each_step_once(self):
         webhook = self.webhook()
         if not deliveries.runs_steps_handlers(webhook):
