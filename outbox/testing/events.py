@@ -79,11 +79,14 @@ class BrokerSend:
 
 class CapturedEvents(list):
     """The ``Message``s of the events recorded and committed in a block; in
-    ``bypassed``, the ``BrokerSend``s that went past the outbox."""
+    ``bypassed``, the ``BrokerSend``s that went past the outbox; in
+    ``rolled_back``, the events recorded in the block whose transaction
+    rolled back (never sent)."""
 
     def __init__(self):
         super().__init__()
         self.bypassed: list[BrokerSend] = []
+        self.rolled_back: list[Message] = []
 
 
 @contextmanager
@@ -97,6 +100,7 @@ def capture_events() -> Iterator[CapturedEvents]:
     test transaction nothing commits, so nothing is captured.
     """
     captured = CapturedEvents()
+    recorded_in_block: list[tuple[str, Message]] = []
 
     def recorded(sender, instance, created, using, **kwargs):
         if not created:
@@ -110,6 +114,7 @@ def capture_events() -> Iterator[CapturedEvents]:
             aggregate_id=instance.aggregateid,
             headers=headers,
         )
+        recorded_in_block.append((using, message))
         # Kept once its transaction commits, as the relay would only see it then.
         transaction.on_commit(lambda: captured.append(message), using=using)
 
@@ -120,6 +125,15 @@ def capture_events() -> Iterator[CapturedEvents]:
             yield captured
     finally:
         post_save.disconnect(recorded, sender=OutboxMessage)
+        # Not committed once the block is out of every transaction: rolled
+        # back. (In a test transaction they still wait for a commit.)
+        committed = {message.id for message in captured}
+        captured.rolled_back = [
+            message
+            for using, message in recorded_in_block
+            if message.id not in committed
+            and not transaction.get_connection(using).in_atomic_block
+        ]
 
 
 @contextmanager
@@ -196,11 +210,18 @@ def check_published_twice(
     if straight or (bypassed and not routed):
         raise _bypass(straight or bypassed, events)
     if not routed:
+        rolled_back = [e.event_type for e in getattr(events, "rolled_back", [])]
         raise g.CannotCheck(
             "published twice",
             f"no captured event has a consumer (captured: "
             f"{[e.event_type for e in events] or 'none'}); record() events "
-            "inside capture_events() on committed transactions",
+            "inside capture_events() on committed transactions"
+            + (
+                f"; recorded in the block and rolled back with their "
+                f"transaction, so never sent: {rolled_back}"
+                if rolled_back
+                else ""
+            ),
         )
     problems = g.Problems(PUBLISHED_TWICE)
     for event, consumer in routed:

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 
 from idempotency.mixins import IdempotencyMixin
 from inbox.api import consumer, receive
+from outbox.api import record
 from tests.testapp import services
 from tests.testapp.downstream import provider
 from tests.testapp.models import Order, Stock, Widget
@@ -230,6 +231,19 @@ def mails_outside_steps(delivery, *, payload, **kwargs):
     booking = delivery.step("ship", lambda key: services.book_shipment(key, 1))
     services.send_mail(payload["email"], "Your receipt")
     delivery.step("note", lambda key: booking["id"])
+
+
+def places_order_losing_its_event(name):
+    """Records the order's event, then its change fails and is caught: the
+    transaction rolls back with the event, and the caller, told nothing,
+    goes on as if the event were sent."""
+    try:
+        with transaction.atomic():
+            record("widget", name, "widget.made", {"name": name})
+            Widget.objects.create(name=name)
+            raise RuntimeError("the stock service is down")
+    except RuntimeError:
+        return "accepted"
 
 
 # Webhook handlers; tests register them on their own source.
