@@ -181,6 +181,12 @@ def describe_stray(key: tuple[str, str], handlers: list[Callable]) -> str:
     )
 
 
+def event_types_handled(source: str) -> list[str]:
+    """The event types of ``source`` that handlers are registered for."""
+    handlers_for("", "")  # discovered first
+    return sorted(event_type for (key, event_type) in _registry if key == source)
+
+
 def run(handler: Callable, event: Event) -> None:
     """Call ``handler(event)``, which must do its work before it returns."""
     callables.run_now("Webhook handler", handler, event)

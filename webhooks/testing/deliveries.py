@@ -40,7 +40,7 @@ from idempotency.shared.testing.steps import (
 
 from .. import sources
 from ..conf import webhooks_settings
-from ..handlers import handlers_for, runs_steps
+from ..handlers import event_types_handled, handlers_for, runs_steps
 from ..models import WebhookReceipt
 from ..processing import HandlerFailed, process
 from .signing import CannotSign, SignedDelivery, sign, signer, verifier_kind
@@ -635,13 +635,26 @@ def _crash_and_retry(webhook, desk, number, when, delta) -> list[str]:
 
 def _require_an_effect(webhook, before, after):
     source, event_type = webhook.source, webhook.event_type
+    advice = (
+        f"is a handler registered with @on({source!r}, {event_type!r}), "
+        "and does effects() count what it does?"
+    )
+    if not handlers_for(source, event_type):
+        # A type misspelt in @on() is never sent by the provider: the
+        # handler waits for nothing. Show what is registered instead.
+        handled = event_types_handled(source)
+        advice = (
+            f"is a handler registered with @on({source!r}, {event_type!r})? "
+            f"None is; {source}'s handlers are registered for "
+            f"{', '.join(map(repr, handled)) or 'no event type'}: is one of "
+            "them misspelt, or not the type the provider sends?"
+        )
     g.require_an_effect(
         "webhook",
         before,
         after,
         when=f"after a {source} {event_type} delivery was processed",
-        advice=f"is a handler registered with @on({source!r}, {event_type!r}), "
-        "and does effects() count what it does?",
+        advice=advice,
     )
 
 
