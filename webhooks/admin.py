@@ -480,18 +480,30 @@ def _reopen(
     return reopened
 
 
+def _number(token: str) -> int | None:
+    """A token of the confirmation page as a number, or None (not one)."""
+    if not token.isdecimal():
+        return None
+    try:
+        return int(token)
+    except ValueError:
+        # More digits than int() reads (4,300): no receipt's id or attempts.
+        return None
+
+
 def _parse_ids(text: str) -> list[int]:
     """Read the confirmation page's "pk pk ..."."""
-    return [int(token) for token in text.split() if token.isdecimal()]
+    ids = (_number(token) for token in text.split())
+    return [pk for pk in ids if pk is not None]
 
 
 def _parse_versions(text: str) -> dict[int, int]:
     """Read the confirmation page's "pk:attempts pk:attempts ..."."""
     seen = {}
     for token in text.split():
-        pk, _, attempts = token.partition(":")
-        if pk.isdecimal() and attempts.isdecimal():
-            seen[int(pk)] = int(attempts)
+        pk, _, attempts = (_number(part) for part in token.partition(":"))
+        if pk is not None and attempts is not None:
+            seen[pk] = attempts
     return seen
 
 

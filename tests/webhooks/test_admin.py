@@ -373,6 +373,42 @@ def test_force_reprocess_without_the_pages_versions_reopens_nothing(
     assert not LogEntry.objects.exists()
 
 
+# More digits than int() reads (4,300): parsed, they raised ValueError, a 500.
+HUGE = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    ("selected", "versions"),
+    [
+        ("{pk} " + HUGE, "{pk}:{attempts}"),
+        ("{pk}", "{pk}:{attempts} " + HUGE + ":1"),
+        ("{pk}", "{pk}:{attempts} 1:" + HUGE),
+    ],
+    ids=["huge-selected", "huge-version-id", "huge-version-attempts"],
+)
+def test_a_confirmation_page_with_a_number_of_thousands_of_digits_is_answered(
+    client, operator, ran, act, selected, versions
+):
+    done = receipt("d1", "processed")
+    grant(operator, "reprocess_webhookreceipt")
+    client.force_login(operator)
+    fields = {"pk": done.pk, "attempts": done.attempts}
+
+    answer = act(
+        "force_reprocess",
+        done,
+        post="yes",
+        select_across="1",
+        selected=selected.format(**fields),
+        versions=versions.format(**fields),
+    )
+
+    # The number is no receipt's: the receipts the page did name run again.
+    assert answer.status_code == 200
+    assert "Queued 1 receipt for reprocessing." in answer.content.decode()
+    assert ran == ["d1"]
+
+
 def test_a_second_submit_of_the_confirmation_page_changes_nothing(
     client, operator, ran, act, submit
 ):
