@@ -5,8 +5,10 @@ import json
 from datetime import datetime, timedelta
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.utils import flatten
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import router
 from django.db.models import QuerySet
@@ -86,6 +88,40 @@ class ReadOnlyAdmin(admin.ModelAdmin):
                 content_type="text/plain; charset=utf-8",
             )
         return super().changelist_view(request, extra_context)
+
+    def response_action(self, request, queryset, *args, **kwargs):
+        refused = self.unselectable(request)
+        if refused:
+            # Django filters the rows by these values, and the primary key
+            # field raises on one it cannot read (ValueError, ValidationError,
+            # PostgreSQL on a NUL): a 400 instead of a 500.
+            return HttpResponseBadRequest(
+                f"No {self.opts.verbose_name} has the id {refused}: "
+                "nothing was changed.",
+                content_type="text/plain; charset=utf-8",
+            )
+        return super().response_action(request, queryset, *args, **kwargs)
+
+    def unselectable(self, request) -> str:
+        """The first selected value no row's primary key can be, shortened;
+        "" when there is none, or when the action takes every row of the
+        list (``select_across``), which ignores the values."""
+        across = self.action_form.base_fields["select_across"]
+        if across.to_python(request.POST.get("select_across")):
+            return ""
+        for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+            if not self.may_be_pk(value):
+                return repr(value if len(value) <= 40 else value[:40] + "…")
+        return ""
+
+    def may_be_pk(self, value: str) -> bool:
+        if "\x00" in value:
+            return False  # PostgreSQL refuses a NUL in text
+        try:
+            self.opts.pk.to_python(value)
+        except ValidationError:
+            return False
+        return True
 
     @admin.display(description=_("state"), ordering="state")
     def state_badge(self, obj):

@@ -89,3 +89,34 @@ def test_a_period_out_of_range_gives_a_page_or_a_400(admin_client, changelist, p
     response = admin_client.get(f"{url}?{urlencode(query)}")
 
     assert response.status_code in (200, 302, 400), response.status_code
+
+
+# Every console action, on its changelist: Django filters the rows by the
+# posted selection, and a value the primary key cannot read raised a 500.
+ACTIONS = [
+    ("idempotency_idempotencyrecord", "release_stuck_keys"),
+    ("idempotency_unitrecord", "release_units"),
+    ("idempotency_unitrecord", "abandon_units"),
+    ("outbox_outboxmessage", "requeue"),
+    ("inbox_inboxmessage", "replay"),
+    ("webhooks_webhookreceipt", "replay"),
+    ("webhooks_webhookreceipt", "force_reprocess"),
+]
+# Not a number, not a UUID, more digits than int() reads, a NUL.
+ODD_SELECTIONS = ["abc", "", "1.5", "9" * 5000, "a\x00b"]
+
+
+@pytest.mark.parametrize("value", ODD_SELECTIONS, ids=lambda v: repr(v)[:12])
+@pytest.mark.parametrize(("changelist", "action"), ACTIONS)
+def test_an_odd_selection_gives_a_page_or_a_400(
+    admin_client, changelist, action, value
+):
+    url = reverse(f"admin:{changelist}_changelist")
+
+    for confirmed in ({}, {"post": "yes"}):
+        data = {"action": action, "_selected_action": [value], **confirmed}
+        response = admin_client.post(url, data)
+
+        assert response.status_code in (200, 302, 400), response.status_code
+        if response.status_code == 400:
+            assert "nothing was changed" in response.content.decode()
