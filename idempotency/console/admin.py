@@ -89,6 +89,13 @@ class ReadOnlyAdmin(admin.ModelAdmin):
             )
         return super().changelist_view(request, extra_context)
 
+    def get_object(self, request, object_id, from_field=None):
+        if "\x00" in object_id:
+            # No row has it, and PostgreSQL refuses it in a text key (a
+            # unit's): the admin answers "does not exist", not a DataError.
+            return None
+        return super().get_object(request, object_id, from_field)
+
     def response_action(self, request, queryset, *args, **kwargs):
         refused = self.unselectable(request)
         if refused:

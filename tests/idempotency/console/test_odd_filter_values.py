@@ -120,3 +120,20 @@ def test_an_odd_selection_gives_a_page_or_a_400(
         assert response.status_code in (200, 302, 400), response.status_code
         if response.status_code == 400:
             assert "nothing was changed" in response.content.decode()
+
+
+# A row's own pages read it by the id in their path: a NUL raised a
+# DataError on a text key (a unit's).
+ROW_PAGES = ["change", "history", "delete"]
+
+
+@pytest.mark.parametrize("page", ROW_PAGES)
+@pytest.mark.parametrize(
+    "changelist", [*CHANGELISTS, "idempotency_unitrecord"], ids=str
+)
+def test_a_row_id_with_a_nul_is_no_row(admin_client, changelist, page):
+    url = reverse(f"admin:{changelist}_{page}", args=["a\x00b"])
+
+    response = admin_client.get(url)
+
+    assert response.status_code in (302, 403, 404), response.status_code
