@@ -18,6 +18,7 @@ from django.utils.translation import gettext, ngettext, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from idempotency.console import admin as console
+from idempotency.shared import clock
 from idempotency.shared.conf import shared_settings
 from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.units import WEBHOOKS, Unit
@@ -252,6 +253,9 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
             queryset,
             Q(state__in=WebhookReceipt.REPLAYABLE),
             ~Q(pk__in=given_up),
+            # A worker running its steps holds it by its lease alone, not
+            # the row lock: its run goes on, and would be reported replayed.
+            Q(locked_until=None) | Q(locked_until__lte=clock.now()),
             log="Replayed webhook receipt (enqueued again).",
             forced=False,
         )

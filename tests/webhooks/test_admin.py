@@ -232,6 +232,42 @@ def test_replay_leaves_failed_a_receipt_whose_steps_were_compensated(
     assert gave_up.state == "failed"
 
 
+@pytest.mark.django_db(transaction=True)  # steps commit on their own
+def test_replay_leaves_alone_a_receipt_a_steps_worker_holds(
+    client, operator, handler_registry, django_capture_on_commit_callbacks
+):
+    shipped.clear()
+    answers = []
+    grant(operator, "replay_webhookreceipt")
+    client.force_login(operator)
+
+    def replay_meanwhile(key):
+        # The operator replays it while its worker runs this step, under
+        # the receipt's live lease (no row lock: steps commit on their own).
+        with django_capture_on_commit_callbacks(execute=True):
+            answer = client.post(
+                CHANGELIST,
+                {"action": "replay", "_selected_action": [stored.pk]},
+                follow=True,
+            )
+        answers.append(answer.content.decode())
+        ship(key)
+
+    @handler_registry.on("github", "push", steps=True)
+    def push(event):
+        event.step("ship", replay_meanwhile)
+
+    stored = receipt("d1", "received")
+    processing.process(stored.pk)
+
+    assert "Replayed 0 receipts." in answers[0]
+    assert "Skipped 1 receipt already processed or being processed" in answers[0]
+    assert not LogEntry.objects.exists()
+    assert shipped == [Unit(WEBHOOKS, ("github", "d1")).derive("ship")]
+    stored.refresh_from_db()
+    assert (stored.state, stored.attempts) == ("processed", 1)
+
+
 def test_replay_leaves_failed_a_receipt_whose_unit_is_still_compensating(
     client, operator, act
 ):
