@@ -1,5 +1,7 @@
 """What the inbox contributes to operations: retention and a panel."""
 
+from collections.abc import Iterator
+
 from celery import current_app
 from django.db.models import Sum
 from django.utils.translation import gettext as _
@@ -57,7 +59,14 @@ def kept_units():
 
 
 def replay(messages, *, connection=None) -> list[InboxMessage]:
-    """Send each dead message's task again; return those sent.
+    """Send each dead message's task again; return those sent (see
+    ``replay_each``)."""
+    return list(replay_each(messages, connection=connection))
+
+
+def replay_each(messages, *, connection=None) -> Iterator[InboxMessage]:
+    """Send each dead message's task again, yielding each once it is sent:
+    a caller stopped by the broker knows which went.
 
     The same task id and arguments, so the same message id: the first run
     that commits takes the dead row over, and a second replay of it is a
@@ -72,8 +81,8 @@ def replay(messages, *, connection=None) -> list[InboxMessage]:
         for message in messages
         if message.state == InboxMessage.State.DEAD and message.redrive
     ]
+    # One query for the units of all of them, not one per message.
     given_up = _given_up(messages)
-    sent = []
     for message in messages:
         if _unit(message).identity in given_up:
             continue
@@ -87,8 +96,7 @@ def replay(messages, *, connection=None) -> list[InboxMessage]:
             connection=connection,
             **_route(redrive),
         )
-        sent.append(message)
-    return sent
+        yield message
 
 
 def _route(redrive) -> dict:

@@ -4,6 +4,7 @@ import logging
 from datetime import timedelta
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
 from django.db import transaction
 from django.test import override_settings
@@ -219,6 +220,72 @@ def test_a_replay_while_the_broker_is_down_says_so_and_keeps_the_message_dead(
     assert "Could not replay" in answer.content.decode()
     assert "broker down" in answer.content.decode()
     assert InboxMessage.objects.get().state == "dead"
+
+
+def test_a_replay_of_many_dead_messages_reads_their_units_per_batch(
+    client, make_user, django_assert_max_num_queries
+):
+    # One query per message took a select-all of 20,000 dead messages past
+    # a request's time limit.
+    now = timezone.now()
+    InboxMessage.objects.bulk_create(
+        InboxMessage(
+            subscriber="shop",
+            message_id=f"m{n}",
+            received_at=now,
+            state="dead",
+            redrive={
+                "task": "inbox_tests.flaky",
+                "id": f"m{n}",
+                "args": [],
+                "kwargs": {},
+                "headers": {},
+                "queue": "inbox-tests-replayed",
+            },
+        )
+        for n in range(600)
+    )
+    operator = make_user("operator", is_staff=True)
+    for codename in ("view_inboxmessage", "replay_inboxmessage"):
+        operator.user_permissions.add(Permission.objects.get(codename=codename))
+    client.force_login(operator)
+
+    with django_assert_max_num_queries(40):
+        answer = client.post(
+            "/admin/inbox/inboxmessage/",
+            {"action": "replay", "select_across": "1", "_selected_action": ["0"]},
+        )
+
+    assert answer.status_code == 302
+    assert LogEntry.objects.count() == 600
+
+
+def test_a_replay_stopped_by_the_broker_logs_and_counts_those_it_sent(
+    replay, client, monkeypatch
+):
+    from inbox import ops
+
+    sent = []
+
+    def broker_fails_on_the_third(*args, **kwargs):
+        if len(sent) == 2:
+            raise ConnectionError("broker down")
+        sent.append(kwargs["task_id"])
+
+    monkeypatch.setattr(ops.current_app, "send_task", broker_fails_on_the_third)
+    rows = [dead(f"m{n}") for n in range(4)]
+
+    answer = client.post(
+        "/admin/inbox/inboxmessage/",
+        {"action": "replay", "_selected_action": [row.pk for row in rows]},
+        follow=True,
+    ).content.decode()
+
+    assert "Replayed 2 messages." in answer
+    assert "Could not replay the others, which stay dead: broker down" in answer
+    assert sorted(int(e.object_id) for e in LogEntry.objects.all()) == sorted(
+        row.pk for row in rows if row.message_id in sent
+    )
 
 
 def given_up(message_id, state, **fields):
