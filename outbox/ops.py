@@ -27,8 +27,9 @@ def panel(now) -> Panel:
             Figure(
                 _("oldest pending age"),
                 _age(lag),
-                changelist_url(OutboxMessage, state__exact=State.PENDING, o="5"),
+                changelist_url(OutboxMessage, state__exact=State.PENDING),
                 alert=lag is not None and lag.total_seconds() > 300,
+                ordering="created_at",  # the oldest first
             ),
             Figure(
                 _("failing, backing off"),

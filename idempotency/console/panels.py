@@ -19,6 +19,11 @@ class Figure:
     value: object
     url: str = ""
     alert: bool = False
+    # A column of the linked list to sort it on ("-" first: descending).
+    # The admin's ?o= names a column by its position, which depends on the
+    # viewer (the action checkbox is one for whoever has an action): the
+    # dashboard writes it for each viewer.
+    ordering: str = ""
 
 
 @dataclass

@@ -2,11 +2,13 @@
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.views.main import ORDER_VAR
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db import transaction
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import Resolver404, get_script_prefix, resolve
+from django.utils.http import urlencode
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -27,8 +29,8 @@ def dashboard(request):
         awaiting = {}
     panels = [build(now) for build in contributions.console_panels()]
     for figure in (figure for panel in panels for figure in panel.figures):
-        if figure.url and not may_follow(request, figure.url):
-            figure.url = ""
+        if figure.url:
+            figure.url = link_for(request, figure)
     context = {
         **admin.site.each_context(request),
         "title": _("Operations"),
@@ -45,20 +47,45 @@ def dashboard(request):
     return TemplateResponse(request, "admin/idempotency/ops.html", context)
 
 
-def may_follow(request, url: str) -> bool:
-    """Whether the viewer may open ``url``: a figure links only where it may."""
+def link_for(request, figure) -> str:
+    """The figure's link for this viewer: none where they may not open it,
+    and its list sorted as the figure asks."""
+    try:
+        model_admin = _model_admin(figure.url)
+    except Resolver404:
+        return ""
+    if model_admin is None:
+        return figure.url
+    if not model_admin.has_view_or_change_permission(request):
+        return ""
+    if figure.ordering:
+        return sorted_url(request, model_admin, figure.url, figure.ordering)
+    return figure.url
+
+
+def sorted_url(request, model_admin, url: str, ordering: str) -> str:
+    """``url``, a list of ``model_admin``'s, sorted on the column ``ordering``
+    names as this viewer's list numbers its columns (?o=)."""
+    columns = list(model_admin.get_list_display(request))
+    if model_admin.get_actions(request):
+        columns.insert(0, "action_checkbox")  # as the admin's changelist does
+    descending, name = ordering.startswith("-"), ordering.lstrip("-")
+    if name not in columns:
+        return url
+    position = f"{'-' if descending else ''}{columns.index(name)}"
+    return f"{url}{'&' if '?' in url else '?'}{urlencode({ORDER_VAR: position})}"
+
+
+def _model_admin(url: str):
+    """The ModelAdmin serving ``url``, or None (another view); raises
+    Resolver404 where nothing does."""
     path = url.split("?", 1)[0]
     # reverse() wrote the site's prefix (SCRIPT_NAME) in; resolve() wants it out.
     prefix = get_script_prefix()
     if path.startswith(prefix):
         path = "/" + path[len(prefix) :]
-    try:
-        match = resolve(path)
-    except Resolver404:
-        return False
     # The admin sets ``model_admin`` on the views of each ModelAdmin it serves.
-    model_admin = getattr(match.func, "model_admin", None)
-    return model_admin is None or model_admin.has_view_or_change_permission(request)
+    return getattr(resolve(path).func, "model_admin", None)
 
 
 # Each batch commits on its own: ATOMIC_REQUESTS would hold every batch's row

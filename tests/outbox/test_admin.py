@@ -37,7 +37,11 @@ def requeue(client, *messages):
 
 
 def grant_requeue(user):
-    user.user_permissions.add(Permission.objects.get(codename="requeue_outboxmessage"))
+    grant(user, "requeue_outboxmessage")
+
+
+def grant(user, codename):
+    user.user_permissions.add(Permission.objects.get(codename=codename))
 
 
 def test_lists_filters_search_and_detail_render(client, operator, make_messages):
@@ -199,6 +203,31 @@ def test_dashboard_shows_backlog_lag_and_dead(client, make_user, make_messages):
     assert figures["oldest pending age"].value.endswith(" s")
     assert client.get(figures["dead"].url).context["cl"].result_count == 1
     assert b"events published" in answer.content
+
+
+@pytest.mark.parametrize("may_requeue", [True, False], ids=["operator", "viewer"])
+def test_the_oldest_pending_figure_lists_the_oldest_pending_message_first(
+    client, operator, make_messages, may_requeue
+):
+    # The link named its column by position, and the admin counts the
+    # action checkbox as one for whoever has an action: it sorted on
+    # another column (state, attempts), never on created_at.
+    now = timezone.now()
+    for age in (5, 60, 30):
+        make_messages(1, created_at=now - timedelta(minutes=age), aggregate_id=age)
+    grant(operator, "view_opsdashboard")
+    if may_requeue:
+        grant_requeue(operator)
+    client.force_login(operator)
+    figures = {
+        f.label: f
+        for p in client.get("/admin/ops/").context["panels"]
+        for f in p.figures
+    }
+
+    listed = client.get(figures["oldest pending age"].url).context["cl"].result_list
+
+    assert [m.aggregateid for m in listed] == ["60", "30", "5"]
 
 
 def test_purge_deletes_old_published_messages_and_never_unpublished(make_messages):
