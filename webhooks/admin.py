@@ -5,6 +5,7 @@ from collections import defaultdict
 from datetime import timedelta
 from functools import partial, reduce
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import display_for_value
@@ -14,6 +15,7 @@ from django.db.models import Case, F, Q, TextField, When
 from django.db.models.functions import Cast
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
+from django.utils.http import urlencode
 from django.utils.translation import gettext, ngettext, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 
@@ -339,6 +341,14 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
 
     def _confirm_reprocess(self, request, queryset):
         done = queryset.filter(state__in=WebhookReceipt.FINISHED)
+        selected = list(queryset.values_list("pk", flat=True))
+        # The version of each receipt the operator is shown.
+        versions = " ".join(
+            f"{pk}:{attempts}" for pk, attempts in done.values_list("pk", "attempts")
+        )
+        if _too_big_to_post(selected, versions):
+            self.message_user(request, _too_many_message(len(selected)), messages.ERROR)
+            return None
         steps_finished = _steps_finished(done)
         return TemplateResponse(
             request,
@@ -353,15 +363,37 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
                 "steps_finished": _steps_finished_message(len(steps_finished))
                 if steps_finished
                 else "",
-                "selected": list(queryset.values_list("pk", flat=True)),
-                # The version of each receipt the operator is shown.
-                "versions": " ".join(
-                    f"{pk}:{attempts}"
-                    for pk, attempts in done.values_list("pk", "attempts")
-                ),
+                "selected": selected,
+                "versions": versions,
                 "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             },
         )
+
+
+# Room for the confirmation form's other fields (its CSRF token, the action).
+FORM_FIELDS_ROOM = 1024
+
+
+def _too_big_to_post(selected, versions: str) -> bool:
+    """Whether the confirmation form would post more than Django reads
+    (DATA_UPLOAD_MAX_MEMORY_SIZE): its "yes" would be answered 400."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if limit is None:
+        return False
+    body = urlencode({"selected": " ".join(map(str, selected)), "versions": versions})
+    return len(body) + FORM_FIELDS_ROOM > limit
+
+
+def _too_many_message(count: int) -> str:
+    return ngettext(
+        "%(count)d receipt is more than one confirmation page can carry "
+        "(DATA_UPLOAD_MAX_MEMORY_SIZE): nothing was queued. Narrow the list "
+        "(by source, state or age) and reprocess it in parts.",
+        "%(count)d receipts are more than one confirmation page can carry "
+        "(DATA_UPLOAD_MAX_MEMORY_SIZE): nothing was queued. Narrow the list "
+        "(by source, state or age) and reprocess it in parts.",
+        count,
+    ) % {"count": count}
 
 
 def _given_up(receipts, state) -> list[int]:

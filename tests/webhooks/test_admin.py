@@ -487,6 +487,28 @@ def test_force_reprocess_of_more_receipts_than_a_form_may_post_fields(
     assert "Skipped 1 receipt" in answer.content.decode()
 
 
+def test_force_reprocess_of_more_receipts_than_a_form_may_post_says_so_first(
+    client, operator, ran, act, submit, settings
+):
+    # Django answers 400 to a form body over DATA_UPLOAD_MAX_MEMORY_SIZE
+    # (2.5 MB by default, some 140,000 receipts' ids and versions): the page
+    # asked to confirm, and its "yes" failed with a bare 400.
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2000
+    done = [receipt(f"d{n}", "processed") for n in range(150)]
+    grant(operator, "reprocess_webhookreceipt")
+    client.force_login(operator)
+
+    answer = act("force_reprocess", done[0], select_across="1")
+
+    text = answer.content.decode()
+    assert "Yes, reprocess" not in text
+    assert "150 receipts are more than one confirmation page can carry" in text
+    assert ran == []
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = None  # no limit: the page confirms
+    confirm = act("force_reprocess", done[0], select_across="1")
+    assert "150 processed receipts will run" in confirm.content.decode()
+
+
 def post_concurrently(user, fields) -> list[str]:
     """Post ``fields`` to the list from two threads at once, as ``user``; return
     the pages they answer."""
