@@ -7,7 +7,7 @@ from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db import transaction
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.urls import Resolver404, get_script_prefix, resolve
+from django.urls import Resolver404, get_script_prefix, resolve, reverse
 from django.utils.http import urlencode
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
@@ -95,19 +95,25 @@ def purge(request):
     """Confirm, then purge every kind past its retention, in batches."""
     if not request.user.has_perm("idempotency.purge_records"):
         raise PermissionDenied
+    # Back to the dashboard, or to the admin's index for whoever may purge
+    # but not view the dashboard (a 403, which shows no message).
+    dashboard = request.user.has_perm("idempotency.view_opsdashboard")
+    back = reverse("once_ops:dashboard" if dashboard else "admin:index")
     try:
         if request.method == "POST" and request.POST.get("confirm") == "yes":
             _purge(request)
-            return redirect("once_ops:dashboard")
+            return redirect(back)
         counts = retention.purgeable_counts()
     except ImproperlyConfigured as exc:
         # A retention its app refuses: nothing was deleted.
         messages.error(request, str(exc))
-        return redirect("once_ops:dashboard")
+        return redirect(back)
     context = {
         **admin.site.each_context(request),
         "title": _("Purge records past their retention?"),
         "counts": counts,
+        "dashboard": dashboard,
+        "back": back,
     }
     return TemplateResponse(request, "admin/idempotency/purge_confirm.html", context)
 

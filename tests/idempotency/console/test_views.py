@@ -111,6 +111,22 @@ def test_purge_confirms_first_then_deletes_and_logs(client, staff):
     assert "Purged 0 records" in again.content.decode()
 
 
+def test_who_may_purge_but_not_view_the_dashboard_is_never_sent_to_it(client, staff):
+    # Its links and its redirect led to the dashboard, a 403 that showed
+    # no word of the purge.
+    grant(staff, "purge_records")
+    make_record("old", expires_in=timedelta(seconds=-1))
+    client.force_login(staff)
+
+    confirm = client.get(DASHBOARD + "purge/")
+    assert DASHBOARD.encode() not in confirm.content.replace(b"/admin/ops/purge/", b"")
+
+    done = client.post(DASHBOARD + "purge/", {"confirm": "yes"}, follow=True)
+    assert done.status_code == 200
+    assert "Purged 1 record" in done.content.decode()
+    assert not IdempotencyRecord.objects.exists()
+
+
 def test_counts_past_the_cap_show_as_cap_plus(client, staff, monkeypatch):
     from idempotency.console import panels, views
 
