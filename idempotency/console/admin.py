@@ -44,6 +44,11 @@ class Badge:
     SKIPPED = "#718096"
 
 
+# The lookups Django's own filters on a column write (choices, booleans,
+# dates, empty values).
+FIELD_FILTER_LOOKUPS = ("exact", "isnull", "gte", "lt", "isempty")
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
     """The console is read-only; its actions are the only writes."""
 
@@ -88,6 +93,39 @@ class ReadOnlyAdmin(admin.ModelAdmin):
                 content_type="text/plain; charset=utf-8",
             )
         return super().changelist_view(request, extra_context)
+
+    def lookup_allowed(self, lookup, value, request=None):
+        # Django allows any lookup on a model's own columns: a crafted
+        # ?key__regex=( answered 500 (PostgreSQL refuses the pattern), and
+        # ?response_body__contains=… scanned a whole table. Only the lookups
+        # the console's filters, date hierarchy and links write; any other
+        # is a 400 (DisallowedModelAdminLookup).
+        allowed = lookup in self.filter_parameters(request)
+        return allowed and super().lookup_allowed(lookup, value, request)
+
+    def filter_parameters(self, request) -> set[str]:
+        """The query parameters this list's filters and date hierarchy read."""
+        names: set[str] = set()
+        fields: list[str] = []
+        for list_filter in self.get_list_filter(request):
+            if isinstance(list_filter, str):
+                fields.append(list_filter)
+            elif isinstance(list_filter, (tuple, list)):  # (field, filter class)
+                field = list_filter[0]  # a name, or a model field
+                fields.append(field if isinstance(field, str) else field.name)  # type: ignore[union-attr]
+            elif isinstance(list_filter, type) and issubclass(
+                list_filter, admin.SimpleListFilter
+            ):
+                names.add(str(list_filter.parameter_name))
+        for field in fields:
+            names.add(field)  # a filter listing a column's values
+            names.update(f"{field}__{lookup}" for lookup in FIELD_FILTER_LOOKUPS)
+        if self.date_hierarchy:
+            names.update(
+                f"{self.date_hierarchy}__{lookup}"
+                for lookup in ("year", "month", "day", "gte", "lt")
+            )
+        return names
 
     def get_object(self, request, object_id, from_field=None):
         if "\x00" in object_id:
