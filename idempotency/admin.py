@@ -59,6 +59,7 @@ class IdempotencyRecordAdmin(console.ReadOnlyAdmin):
     search_help_text = _("Exact key (use the scope filter for a scope).")
     date_hierarchy = "created_at"
     actions = ["release_stuck_keys"]
+    version_field = "attempts"  # a retry's claim takes the key over
     heavy_fields = ("response_body", "response_headers")
     fields = (
         "scope",
@@ -91,8 +92,9 @@ class IdempotencyRecordAdmin(console.ReadOnlyAdmin):
         # changed here are logged and reported.
         selected = queryset.count()
         queryset = console.for_writing(queryset)
+        unchanged = self.fence(request, queryset)
         with transaction.atomic(using=queryset.db):
-            stuck = console.lock_unchanged(queryset.stuck(clock.now()))
+            stuck = console.lock_unchanged(queryset.stuck(clock.now()), unchanged)
             IdempotencyRecord.objects.using(queryset.db).filter(
                 pk__in=[record.pk for record in stuck]
             ).update(state=State.FAILED, locked_until=None)

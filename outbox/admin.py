@@ -62,6 +62,7 @@ class OutboxMessageAdmin(console.ReadOnlyAdmin):
     search_help_text = _("Exact message id or aggregate id.")
     date_hierarchy = "created_at"
     actions = ["requeue"]
+    version_field = "attempts"  # each relay's claim raises it
     fields = (
         "id",
         "aggregatetype",
@@ -102,9 +103,12 @@ class OutboxMessageAdmin(console.ReadOnlyAdmin):
         selected = queryset.count()
         queryset = console.for_writing(queryset)
         using = queryset.db
+        unchanged = self.fence(request, queryset)
         with transaction.atomic(using=using):
             chosen = console.lock_unchanged(
-                queryset, Q(state=State.DEAD) | (_retrying() & Q(locked_until=None))
+                queryset,
+                Q(state=State.DEAD) | (_retrying() & Q(locked_until=None)),
+                unchanged,
             )
             # The clock is read with the rows locked: a message a concurrent
             # requeue hurried is due by now, and is not hurried again.

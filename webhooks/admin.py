@@ -1,9 +1,7 @@
 """Webhook receipts and rejection counts in the operations console."""
 
-import operator
-from collections import defaultdict
 from datetime import timedelta
-from functools import partial, reduce
+from functools import partial
 
 from django.conf import settings
 from django.contrib import admin, messages
@@ -166,6 +164,7 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
     search_help_text = _("Exact delivery id.")
     date_hierarchy = "received_at"
     actions = ["replay", "force_reprocess"]
+    version_field = "attempts"
     heavy_fields = ("body", "headers")
     # Above the list: the replays each source accepts (replay_notes).
     change_list_template = "admin/webhooks/webhookreceipt/change_list.html"
@@ -258,6 +257,7 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
             # A worker running its steps holds it by its lease alone, not
             # the row lock: its run goes on, and would be reported replayed.
             Q(locked_until=None) | Q(locked_until__lte=clock.now()),
+            self.fence(request, queryset),
             log="Replayed webhook receipt (enqueued again).",
             forced=False,
         )
@@ -516,46 +516,22 @@ def _reopen(
     return reopened
 
 
-def _number(token: str) -> int | None:
-    """A token of the confirmation page as a number, or None (not one)."""
-    if not token.isdecimal():
-        return None
-    try:
-        return int(token)
-    except ValueError:
-        # More digits than int() reads (4,300): no receipt's id or attempts.
-        return None
-
-
 def _parse_ids(text: str) -> list[int]:
     """Read the confirmation page's "pk pk ..."."""
-    ids = (_number(token) for token in text.split())
+    ids = (console.number(token) for token in text.split())
     return [pk for pk in ids if pk is not None]
 
 
 def _parse_versions(text: str) -> dict[int, int]:
     """Read the confirmation page's "pk:attempts pk:attempts ..."."""
-    seen = {}
-    for token in text.split():
-        pk, _, attempts = (_number(part) for part in token.partition(":"))
-        if pk is not None and attempts is not None:
-            seen[pk] = attempts
-    return seen
+    versions = console.parse_versions(text).items()
+    ids = ((console.number(pk), attempts) for pk, attempts in versions)
+    return {pk: attempts for pk, attempts in ids if pk is not None}
 
 
 def _as_seen(seen: dict[int, int]) -> Q:
     """Receipts whose attempts are still those of ``seen`` (none if empty)."""
-    # One IN list per attempts value, not one OR term per receipt: a page of
-    # 20,000 receipts took 12 s to submit, most of it building, compiling and
-    # planning the OR.
-    by_attempts = defaultdict(list)
-    for pk, attempts in seen.items():
-        by_attempts[attempts].append(pk)
-    return reduce(
-        operator.or_,
-        (Q(pk__in=pks, attempts=attempts) for attempts, pks in by_attempts.items()),
-        Q(pk__in=[]),
-    )
+    return console.as_seen(seen, "attempts")
 
 
 @admin.register(WebhookRejection)

@@ -123,6 +123,7 @@ class UnitAdmin(console.ReadOnlyAdmin):
     search_help_text = _("Exact unit identity (64 hex digits).")
     date_hierarchy = "created_at"
     actions = ["release_units", "abandon_units"]
+    version_field = "attempt"  # a retry that resumes it, a release, raise it
     inlines = [StepInline]
     fields = (
         "label",
@@ -148,10 +149,13 @@ class UnitAdmin(console.ReadOnlyAdmin):
         # attempt goes up, so a hung worker that wakes stores nothing more.
         selected = queryset.count()
         queryset = console.for_writing(queryset)
+        unchanged = self.fence(request, queryset)
         with transaction.atomic(using=queryset.db):
             now = clock.now()
             chosen = console.lock_unchanged(
-                queryset, Q(state=UnitState.RUNNING, lease_expires_at__lt=now)
+                queryset,
+                Q(state=UnitState.RUNNING, lease_expires_at__lt=now),
+                unchanged,
             )
             UnitRecord.objects.using(queryset.db).filter(
                 pk__in=[unit.pk for unit in chosen]

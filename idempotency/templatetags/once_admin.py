@@ -6,6 +6,7 @@ from django import template
 from django.contrib.admin.templatetags.admin_list import date_hierarchy
 from django.db.models import Max, Min
 from django.utils import timezone
+from django.utils.html import format_html
 
 register = template.Library()
 
@@ -20,6 +21,17 @@ def once_date_hierarchy(cl):
     """
     # A stand-in with the ChangeList's interface, not a ChangeList.
     return date_hierarchy(_ChangeListWithCheapPeriods(cl))  # type: ignore[arg-type]
+
+
+@register.simple_tag
+def once_seen_versions(cl):
+    """The hidden field of the list's action form with each shown row's
+    version (``ReadOnlyAdmin.version_field``); nothing for a list without."""
+    field = getattr(cl.model_admin, "version_field", None)
+    if not field:
+        return ""
+    versions = " ".join(f"{row.pk}:{getattr(row, field)}" for row in cl.result_list)
+    return format_html('<input type="hidden" name="seen" value="{}">', versions)
 
 
 class _ChangeListWithCheapPeriods:

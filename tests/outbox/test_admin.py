@@ -230,6 +230,28 @@ def test_the_oldest_pending_figure_lists_the_oldest_pending_message_first(
     assert [m.aggregateid for m in listed] == ["60", "30", "5"]
 
 
+def test_a_second_submit_of_a_requeue_leaves_a_message_dead_again_since_alone(
+    client, operator, make_messages
+):
+    (message,) = make_messages(1, state="dead", attempts=5)
+    grant_requeue(operator)
+    client.force_login(operator)
+    listed = client.get(CHANGELIST).content.decode()
+    seen = re.search(r'name="seen" value="([^"]*)"', listed).group(1)
+    data = {"action": "requeue", "_selected_action": [message.pk], "seen": seen}
+    client.post(CHANGELIST, data)
+    # The relay's five claims of it failed: it is dead again.
+    OutboxMessage.objects.filter(pk=message.pk).update(state="dead", attempts=10)
+
+    again = client.post(CHANGELIST, data, follow=True)  # the same page
+
+    text = again.content.decode()
+    assert "1 changed since the list was shown" in text
+    assert "Requeued 0 messages." in text
+    assert OutboxMessage.objects.get(pk=message.pk).state == "dead"
+    assert LogEntry.objects.count() == 1
+
+
 def test_purge_deletes_old_published_messages_and_never_unpublished(make_messages):
     old = timezone.now() - timedelta(days=8)
     make_messages(2, state="published", published_at=old, created_at=old)

@@ -268,6 +268,37 @@ def test_replay_leaves_alone_a_receipt_a_steps_worker_holds(
     assert (stored.state, stored.attempts) == ("processed", 1)
 
 
+def test_a_second_submit_of_a_replay_leaves_a_receipt_run_again_since_alone(
+    client, operator, handler_registry, django_capture_on_commit_callbacks
+):
+    runs = []
+
+    @handler_registry.on("github", "push")
+    def still_failing(event):
+        runs.append(event.delivery_id)
+        raise RuntimeError("the shop is still down")
+
+    stored = receipt("d1", "failed", attempts=1)
+    grant(operator, "replay_webhookreceipt")
+    client.force_login(operator)
+    listed = client.get(CHANGELIST).content.decode()
+    seen = re.search(r'name="seen" value="([^"]*)"', listed).group(1)
+    data = {"action": "replay", "_selected_action": [stored.pk], "seen": seen}
+
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(CHANGELIST, data)  # reopened, and run again: failed again
+    ran = len(runs)
+    assert ran >= 1
+    with django_capture_on_commit_callbacks(execute=True):
+        again = client.post(CHANGELIST, data, follow=True)  # the same page
+
+    assert len(runs) == ran
+    text = again.content.decode()
+    assert "1 changed since the list was shown" in text
+    assert "Replayed 0 receipts." in text
+    assert LogEntry.objects.count() == 1
+
+
 def test_replay_leaves_failed_a_receipt_whose_unit_is_still_compensating(
     client, operator, act
 ):
