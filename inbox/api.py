@@ -224,10 +224,12 @@ def receive_steps(
             # This worker is done with it: its retry resumes at once.
             inbox.release(subscriber, message_id, held=held, using=using)
         raise
-    # The unit's end and the delivery's "applied" commit together.
+    # The unit's end and the delivery's "applied" commit together. The row
+    # first, then the unit, as a redelivery's begin() locks them: the other
+    # order could deadlock with it.
     with transaction.atomic(using=using):
-        handle.finish()
         inbox.finish_running(subscriber, message_id, using=using)
+        handle.finish()
         signals.delivered(delivery, using=using)
 
 

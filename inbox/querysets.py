@@ -123,11 +123,15 @@ class InboxMessageManager(_BaseManager):
     def holds(self, subscriber, message_id, *, held, using) -> bool:
         """Whether ``held``, the lease a worker set, is still the running
         delivery's: not once a redelivery took the lapsed lease over (or
-        applied the delivery). A read, locking nothing."""
+        applied the delivery). Locks the row, inside the caller's
+        transaction: a redelivery's claim waits until that transaction ends
+        (the unit joined), so it cannot take the lease over, and join the
+        unit first, between this answer and the join it allows."""
         return (
             self.db_manager(using)
             .for_message(subscriber, message_id)
             .filter(state=RUNNING, locked_until=held)
+            .select_for_update()
             .exists()
         )
 

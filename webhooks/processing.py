@@ -429,8 +429,12 @@ def _run_steps(receipts, receipt, *, last_attempt=False, died=None) -> Outcome:
 
     def still_held() -> bool:
         # A worker that stalled past its lease must not join the unit the
-        # worker that took it over runs, or has finished.
-        return held.filter(locked_until=receipt.locked_until).exists()
+        # worker that took it over runs, or has finished. Locked until the
+        # unit is joined: a retry cannot take the lease over, and join first,
+        # between this answer and the join it allows.
+        return (
+            held.filter(locked_until=receipt.locked_until).select_for_update().exists()
+        )
 
     handle = begin(
         unit,
@@ -467,10 +471,10 @@ def _run_steps(receipts, receipt, *, last_attempt=False, died=None) -> Outcome:
         if last_attempt:
             handle.give_up(f"its attempts ran out: {exc!r}")
         raise
-    # The unit's end and the "processed" mark commit together.
+    # The unit's end and the "processed" mark commit together. The receipt
+    # first, then the unit, as a retry's begin() locks them: the other order
+    # could deadlock with it.
     with transaction.atomic(using=receipts.db):
-        if not abandoned:
-            handle.finish()
         held.update(
             state=State.PROCESSED,
             attempts=F("attempts") + 1,
@@ -479,6 +483,8 @@ def _run_steps(receipts, receipt, *, last_attempt=False, died=None) -> Outcome:
             locked_until=None,
             worker_deaths=0,
         )
+        if not abandoned:
+            handle.finish()
         receipt.state = State.PROCESSED
         signals.processed(receipt, using=receipts.db)
     return Outcome.PROCESSED

@@ -428,3 +428,44 @@ def test_a_redelivery_that_calls_no_step_still_runs_the_undos_its_unit_owes(cloc
     assert calls == ["book", "cancel book"]
     assert UnitRecord.objects.get().state == UnitRecord.State.COMPENSATED
     assert row().state == "applied"
+
+
+# Two threads racing one row's lock: SQLite locks the whole table instead.
+@pytest.mark.postgresql
+def test_a_stalled_worker_joining_as_a_redelivery_takes_over_is_the_one_fenced(
+    clock, monkeypatch
+):
+    """A worker claims the delivery and stalls past its lease inside its
+    unit's begin, just after it found its lease still its own. A redelivery
+    takes the lapsed lease over and begins meanwhile. The stalled worker must
+    not then join the unit over the redelivery's head: it holds a lease that
+    is no longer the row's, and the redelivery, which holds it, would be
+    fenced out mid-call (both calling the carrier at once)."""
+    from inbox.querysets import InboxMessageManager
+    from tests.stalls import Stall
+
+    outcome = {}
+
+    def redeliver():
+        try:
+            with receive_steps("shipping", "m1") as delivery:
+                stall.began.set()
+                stall.joined.wait(10)
+                delivery.step("book", called("book by the redelivery"))
+            outcome["redelivery"] = "applied"
+        except Exception as exc:  # reported to the test
+            outcome["redelivery"] = type(exc).__name__
+
+    stall = Stall(clock, inbox_settings.STEPS_LEASE, redeliver)
+    holds = InboxMessageManager.holds
+    monkeypatch.setattr(InboxMessageManager, "holds", stall.wrap(holds))
+
+    with pytest.raises(StepTakenOver), receive_steps("shipping", "m1") as first:
+        stall.joined.set()
+        stall.began.wait(10)
+        first.step("book", called("book by the stalled worker"))
+    stall.thread.join(10)
+
+    assert outcome["redelivery"] == "applied"
+    assert row().state == InboxMessage.State.APPLIED
+    assert UnitRecord.objects.get().state == UnitRecord.State.DONE

@@ -437,3 +437,56 @@ def test_a_retry_whose_handler_calls_no_step_still_finishes_a_given_up_unit(
     receipt.refresh_from_db()
     assert receipt.last_error.startswith("abandoned and compensated: Abandoned by")
     assert calls == ["charge", "undo charge"]
+
+
+# Two threads racing one row's lock: SQLite locks the whole table instead.
+@pytest.mark.postgresql
+def test_a_stalled_worker_joining_as_a_retry_takes_over_is_the_one_fenced(
+    clock, monkeypatch
+):
+    """A worker leases the receipt and stalls past its lease inside its
+    unit's begin, just after it found its lease still its own. A retry takes
+    the lapsed lease over and begins meanwhile. The stalled worker must not
+    then join the unit over the retry's head: the retry, which holds the
+    lease, would be fenced out mid-call (both charging at once). Here the
+    retry finds the receipt locked and leaves it busy."""
+    import threading
+
+    from tests.stalls import Stall
+
+    outcome = {}
+    receipt = new_receipt()
+
+    @on("github", "push", steps=True)
+    def ship(event):
+        if threading.current_thread() is threading.main_thread():
+            stall.joined.set()
+            stall.began.wait(10)
+            event.step("charge", called("charge by the stalled worker"))
+        else:
+            stall.began.set()
+            stall.joined.wait(10)
+            event.step("charge", called("charge by the retry"))
+
+    def retry():
+        outcome["retry"] = processing.process(receipt.pk)
+
+    stall = Stall(clock, webhooks_settings.STEPS_LEASE, retry)
+    begin = processing.begin
+
+    def stalling_begin(*args, held, **kwargs):
+        return begin(*args, held=stall.wrap(held), **kwargs)
+
+    monkeypatch.setattr(processing, "begin", stalling_begin)
+
+    stalled_outcome = processing.process(receipt.pk)
+    stall.thread.join(10)
+
+    # One worker ran the handler: the retry waited on the stalled worker's
+    # hold (and left the receipt to it), or joined after it and fenced it
+    # out before its call. Without the hold, both charged.
+    assert len(calls) == 1
+    assert "processed" in (stalled_outcome, outcome["retry"])
+    receipt.refresh_from_db()
+    assert receipt.state == "processed"
+    assert UnitRecord.objects.get().state == UnitRecord.State.DONE
