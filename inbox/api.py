@@ -37,6 +37,7 @@ from . import signals
 from .conf import inbox_settings
 from .exceptions import (
     DeliveryBusy,
+    DeliveryDied,
     InboxError,
     MessageIdInvalid,
     MessageIdMissing,
@@ -154,7 +155,10 @@ def receive_steps(
     leaves the delivery running, for a retry to resume. Raises
     ``DeliveryBusy`` while another worker's lease on it is live, and
     ``StepTakenOver`` (writing nothing more) once a newer worker took over
-    this one's lapsed lease. ``intent`` as for ``receive()``.
+    this one's lapsed lease, and ``DeliveryDied``, the unit given up without
+    running the block, once runs that ended without an ack (counted by a
+    ``ConsumerTask``'s redelivered copies) used up ``INBOX["MAX_ATTEMPTS"]``.
+    ``intent`` as for ``receive()``.
     """
     message_id, intent, using = _checked(
         "receive_steps", subscriber, message_id, intent, using
@@ -167,7 +171,9 @@ def receive_steps(
     lease = inbox_settings.STEPS_LEASE
     inbox = InboxMessage.objects
     now = clock.now()
-    claimed = inbox.claim_running(subscriber, message_id, now, lease, using=using)
+    claimed, lost_runs = inbox.claim_running_counted(
+        subscriber, message_id, now, lease, using=using
+    )
     if claimed == BUSY:
         raise DeliveryBusy(
             f"Another worker holds {message_id} for {subscriber}.",
@@ -206,6 +212,15 @@ def receive_steps(
         renew=renew,
         held=still_held,
     )
+    if lost_runs >= inbox_settings.MAX_ATTEMPTS:
+        # Resumed, it would run the step that kills its worker (and call out)
+        # again, every lease for ever: give it up without running it.
+        died = DeliveryDied(
+            f"{message_id} for {subscriber}: its worker died {lost_runs} "
+            "time(s) before an ack"
+        )
+        handle.give_up(str(died))
+        raise died
     try:
         with units.running(delivery.unit):
             yield replace(delivery, steps=handle)

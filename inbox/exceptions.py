@@ -60,3 +60,13 @@ class DeliveryBusy(OnceError):
 
     status = 409
     title = "Another worker is running this delivery's steps"
+
+
+class DeliveryDied(InboxError):
+    """A steps consumer's delivery whose runs killed their worker (out of
+    memory, a hard time limit) ``INBOX["MAX_ATTEMPTS"]`` times: its unit is
+    given up (the undos of its completed steps run) instead of resuming at
+    the step that kills, and a ``ConsumerTask`` buries the message dead."""
+
+    status = 500
+    title = "The delivery's runs killed their worker"

@@ -92,6 +92,16 @@ class InboxMessageManager(_BaseManager):
         both take it: the second one's update waits for the first's row
         lock, then finds the new lease.
         """
+        return self.claim_running_counted(
+            subscriber, message_id, now, lease, using=using
+        )[0]
+
+    def claim_running_counted(
+        self, subscriber, message_id, now, lease, *, using
+    ) -> tuple[str, int]:
+        """``claim_running()``, with the runs of the delivery that ended
+        without an ack (``count_lost_run()``) since it was last taken over
+        dead: 0 for a new one."""
         values = {
             "subscriber": subscriber,
             "message_id": message_id,
@@ -101,7 +111,7 @@ class InboxMessageManager(_BaseManager):
             "locked_until": now + lease,
         }
         row = self._upsert(_RUNNING_CLAIMED, _running_claim_sql, values, using=using)
-        return row[0] if row else BUSY
+        return (row[0], row[1]) if row else (BUSY, 0)
 
     def release(self, subscriber, message_id, *, held, using) -> None:
         """Let a running delivery's lease go: the attempt holding it failed,
@@ -161,7 +171,9 @@ class InboxMessageManager(_BaseManager):
         """Record that a run of ``message_id`` ended without an ack (its worker
         died: out of memory, a hard time limit), before the redelivery runs.
         Return the runs lost so far, or None when another delivery applied
-        the message or a steps consumer holds it (its lease handles deaths).
+        the message or a steps consumer holds it: its run is counted on the
+        running row, and the claim that takes its lease over gives the unit
+        up once they used the attempts up (``claim_running_counted``).
 
         One statement in autocommit, so the count outlives this run's death
         too: the row is dead until a run applies the message (its claim takes
@@ -169,7 +181,7 @@ class InboxMessageManager(_BaseManager):
         """
         values = _dead_row(subscriber, message_id, now, 1, error, redrive)
         row = self._upsert(_BURIED, _lost_run_sql, values, using=using)
-        return row[0] if row else None
+        return row[0] if row and row[1] == DEAD else None
 
     def _upsert(self, columns, build_sql, values, *, using):
         """Run one of the statements above: built once per database, sent as
@@ -228,8 +240,14 @@ def _claim_sql(insert, connection) -> str:
 
 
 def _running_claim_sql(insert, connection) -> str:
-    duplicates, received, state, locked = _quoted(
-        insert, connection, "duplicates", "received_at", "state", "locked_until"
+    duplicates, received, state, locked, attempts = _quoted(
+        insert,
+        connection,
+        "duplicates",
+        "received_at",
+        "state",
+        "locked_until",
+        "attempts",
     )
     # As in _claim_sql, the right-hand sides read the row as it was: an
     # applied one counts a duplicate and stays applied; a dead one, or a
@@ -245,10 +263,14 @@ def _running_claim_sql(insert, connection) -> str:
         f"ELSE {insert.table}.{received} END, "
         f"{locked} = CASE WHEN {applied} THEN {insert.table}.{locked} "
         f"ELSE excluded.{locked} END, "
-        f"{state} = CASE WHEN {applied} THEN '{APPLIED}' ELSE '{RUNNING}' END "
+        f"{state} = CASE WHEN {applied} THEN '{APPLIED}' ELSE '{RUNNING}' END, "
+        # The lost runs a running row counts start again from a dead one:
+        # a replay gets its runs.
+        f"{attempts} = CASE WHEN {was} = '{DEAD}' THEN 0 "
+        f"ELSE {insert.table}.{attempts} END "
         f"WHERE NOT ({was} = '{RUNNING}' AND {insert.table}.{locked} IS NOT NULL "
         f"AND {insert.table}.{locked} > excluded.{received}) "
-        f"RETURNING {state}"
+        f"RETURNING {state}, {attempts}"
     )
 
 
@@ -272,8 +294,9 @@ def _lost_run_sql(insert, connection) -> str:
         f"{insert.sql} {_on_conflict(insert, connection)} DO UPDATE SET "
         f"{attempts} = {insert.table}.{attempts} + 1, "
         f"{error} = excluded.{error}, {redrive} = excluded.{redrive} "
-        f"WHERE {insert.table}.{state} = '{DEAD}' "
-        f"RETURNING {attempts}"
+        # A running row is a steps consumer's: counted, and left running.
+        f"WHERE {insert.table}.{state} IN ('{DEAD}', '{RUNNING}') "
+        f"RETURNING {attempts}, {state}"
     )
 
 
