@@ -62,12 +62,13 @@ def read_back(number: str) -> float | int:
 
     jsonb keeps numbers as ``numeric``, which prints an exponent out in
     full: ``1e+16`` comes back as ``10000000000000000``, an int (and
-    ``1.2345678901234568e+18`` as another value than the float's)."""
+    ``1.2345678901234568e+18`` as another value than the float's), and
+    ``numeric`` has no negative zero: ``-0.0`` comes back as ``0.0``."""
     if "e" in number.lower():
         exact = decimal.Decimal(number)
         if exact == exact.to_integral_value():
             return int(exact)
-    return float(number)
+    return float(number) or 0.0
 
 
 def _jsonb_object(pairs) -> dict:

@@ -156,6 +156,18 @@ def test_a_float_comes_back_to_the_first_run_as_the_retry_reads_it():
     }
 
 
+def test_a_negative_zero_comes_back_to_the_first_run_as_the_retry_reads_it():
+    # jsonb keeps numbers as numeric, which has no negative zero: -0.0 comes
+    # back 0.0, and its sign (copysign, 1 / x, formatting) differed between
+    # the run that called and the one that resumed.
+    def quote(key):
+        return {"delta": -0.0}
+
+    first = start().step("quote", quote)
+    resumed = start().step("quote", quote)
+    assert repr(first) == repr(resumed) == "{'delta': 0.0}"
+
+
 def test_an_objects_keys_come_back_to_the_first_run_in_the_order_a_retry_reads():
     # jsonb keeps an object's keys shorter first, then by their bytes, and
     # the last of duplicate ones: iterating the result (rendering it, taking
