@@ -433,7 +433,7 @@ def test_a_redelivery_that_calls_no_step_still_runs_the_undos_its_unit_owes(cloc
 # Two threads racing one row's lock: SQLite locks the whole table instead.
 @pytest.mark.postgresql
 def test_a_stalled_worker_joining_as_a_redelivery_takes_over_is_the_one_fenced(
-    clock, monkeypatch
+    clock, monkeypatch, isolation_level
 ):
     """A worker claims the delivery and stalls past its lease inside its
     unit's begin, just after it found its lease still its own. A redelivery

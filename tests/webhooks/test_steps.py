@@ -442,7 +442,7 @@ def test_a_retry_whose_handler_calls_no_step_still_finishes_a_given_up_unit(
 # Two threads racing one row's lock: SQLite locks the whole table instead.
 @pytest.mark.postgresql
 def test_a_stalled_worker_joining_as_a_retry_takes_over_is_the_one_fenced(
-    clock, monkeypatch
+    clock, monkeypatch, isolation_level
 ):
     """A worker leases the receipt and stalls past its lease inside its
     unit's begin, just after it found its lease still its own. A retry takes
