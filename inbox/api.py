@@ -229,7 +229,7 @@ def receive_steps(
     except StepTakenOver:
         raise  # a newer worker holds the delivery: nothing here is ours to write
     except Abandon as abandon:
-        handle.give_up(abandon.reason)
+        handle.give_up(abandon.reason)  # fenced on this worker's lease
         inbox.finish_running(subscriber, message_id, using=using)
         return
     except Exception as exc:

@@ -465,7 +465,7 @@ def _run_steps(receipts, receipt, *, last_attempt=False, died=None) -> Outcome:
     except StepTakenOver:
         raise  # a newer worker holds the unit: giving it up is not ours to do
     except Abandon as abandon:
-        handle.give_up(abandon.reason)
+        handle.give_up(abandon.reason)  # fenced on this worker's lease
         abandoned = storable.text(f"abandoned and compensated: {abandon.reason}")
     except Exception as exc:
         if last_attempt:

@@ -486,3 +486,32 @@ def test_a_scope_holding_the_unit_separator_is_refused_before_anything_runs(
     assert not IdempotencyRecord.objects.exists()
     assert not UnitRecord.objects.exists()
     assert provider.calls == 0
+
+
+def test_a_request_whose_lapsed_lease_a_retry_took_does_not_give_the_unit_up(
+    api, user, clock, monkeypatch
+):
+    # Between two steps the request runs past its lease, and a retry takes
+    # the key over (it has not joined the unit yet). The request then
+    # raises Abandon: it must write nothing more, not refund the charge the
+    # retry resumes after.
+    from django.db.models import F
+
+    from idempotency.conf import idempotency_settings
+
+    def taken_over():
+        clock.advance(idempotency_settings.LEASE + timedelta(seconds=1))
+        # What the retry's claim does: the next attempt, its own lease.
+        IdempotencyRecord.objects.update(
+            attempts=F("attempts") + 1,
+            locked_until=clock.now() + idempotency_settings.LEASE,
+        )
+
+    monkeypatch.setattr(steps_views, "_maybe_fail", taken_over)
+
+    response = api.post(URL, {"amount": 500, "ship": False}, key="k")
+
+    assert response.status_code == 409
+    assert steps_views.refunds == []  # nothing undone
+    assert UnitRecord.objects.get().state == "running"
+    assert steps_of(user) == {"charge": "done"}

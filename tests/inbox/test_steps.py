@@ -469,3 +469,30 @@ def test_a_stalled_worker_joining_as_a_redelivery_takes_over_is_the_one_fenced(
     assert outcome["redelivery"] == "applied"
     assert row().state == InboxMessage.State.APPLIED
     assert UnitRecord.objects.get().state == UnitRecord.State.DONE
+
+
+@pytest.mark.parametrize("gives_up_by", ["last-attempt", "abandon"])
+def test_a_worker_whose_lapsed_lease_another_claimed_does_not_give_the_unit_up(
+    clock, gives_up_by
+):
+    # A redelivery claimed the lapsed lease and is about to resume the unit
+    # (it has not joined it yet). The worker that lost the lease must write
+    # nothing more (docs/steps.md): neither undo the steps the redelivery
+    # resumes after, nor mark its delivery dead or applied.
+    lease = inbox_settings.STEPS_LEASE
+    with (
+        pytest.raises(StepTakenOver),
+        receive_steps("shipping", "m1", last_attempt=True) as first,
+    ):
+        first.step("book", called("book"), undo=undo_step)
+        clock.advance(lease + timedelta(seconds=1))
+        InboxMessage.objects.claim_running(
+            "shipping", "m1", shared_clock.now(), lease, using="default"
+        )
+        if gives_up_by == "abandon":
+            raise Abandon("the order was cancelled")
+        raise RuntimeError("the carrier is down")
+
+    assert calls == ["book"]  # nothing undone
+    assert UnitRecord.objects.get().state == UnitRecord.State.RUNNING
+    assert row().state == InboxMessage.State.RUNNING

@@ -490,3 +490,34 @@ def test_a_stalled_worker_joining_as_a_retry_takes_over_is_the_one_fenced(
     receipt.refresh_from_db()
     assert receipt.state == "processed"
     assert UnitRecord.objects.get().state == UnitRecord.State.DONE
+
+
+@pytest.mark.parametrize("gives_up_by", ["last-attempt", "abandon"])
+def test_a_worker_whose_lapsed_lease_another_took_does_not_give_the_unit_up(
+    clock, gives_up_by
+):
+    # Another worker leased the receipt once this one's lease lapsed, and is
+    # about to resume the unit (it has not joined it yet). This worker must
+    # write nothing more (docs/steps.md): not undo the steps the other
+    # resumes after, nor finish the receipt under it.
+    receipt = new_receipt()
+
+    @on("github", "push", steps=True)
+    def ship(event):
+        event.step("charge", called("charge"), undo=undo_step)
+        clock.advance(webhooks_settings.STEPS_LEASE + timedelta(seconds=1))
+        # What another worker's start does: its own lease on the receipt.
+        WebhookReceipt.objects.filter(pk=receipt.pk).update(
+            locked_until=clock.now() + webhooks_settings.STEPS_LEASE
+        )
+        if gives_up_by == "abandon":
+            raise Abandon("cancelled")
+        raise RuntimeError("the carrier is down")
+
+    outcome = processing.process(receipt.pk, last_attempt=True)
+
+    assert outcome == processing.Outcome.LEASED
+    assert calls == ["charge"]  # nothing undone
+    assert UnitRecord.objects.get().state == UnitRecord.State.RUNNING
+    receipt.refresh_from_db()
+    assert receipt.state != "processed"

@@ -370,9 +370,18 @@ class Steps:
         ).delete()
 
     def give_up(self, reason: str) -> None:
-        """Compensate the completed steps (see ``compensate``) and stop."""
+        """Compensate the completed steps (see ``compensate``) and stop.
+
+        The owner's lease is renewed first (its ``renew`` raises when it is no
+        longer this attempt's): a newer attempt that took the owner over
+        (a retry's claim, a redelivery) and has yet to join the unit resumes
+        it, and its steps must not be undone under it."""
         from .compensation import compensate_owned
 
+        if self._renew is not None:
+            now = clock.now()
+            self._renew(now + self.lease)
+            self._renewed_at = now
         compensate_owned(
             self.unit.identity,
             reason,
