@@ -72,6 +72,16 @@ def secrets(value) -> tuple[str, ...]:
             "Every secret is a non-empty string; an unset environment variable "
             "gives ''.",
         )
+    for index, secret in enumerate(value):
+        if secret != secret.strip():
+            # A key with a newline or a space around it never matches the
+            # provider's signatures: every delivery would be refused as forged.
+            raise InvalidSetting(
+                f"holds a secret with whitespace around it (SECRETS[{index}]).",
+                "A trailing newline or space, typically from a file or an "
+                "environment variable, is part of the key and makes every "
+                "signature fail: strip it where the secret is read.",
+            )
     return tuple(value)
 
 
@@ -104,7 +114,8 @@ SOURCE_OPTIONS = {
         (),
         secrets,
         "webhooks.E006",
-        doc="Every secret currently valid, newest first; two during a rotation.",
+        doc="Every secret currently valid, newest first; two during a rotation. "
+        "Whitespace around a secret (a newline read from a file) is refused.",
     ),
     "TOLERANCE": Option(
         300,

@@ -297,3 +297,14 @@ def test_w003_the_default_enqueue_without_a_celery_broker(settings):
         app.conf.broker_url = saved
     settings.WEBHOOKS = {}
     assert check_enqueue() == []
+
+
+@pytest.mark.parametrize("pasted", ["{}\n", "{}\r\n", " {}", "{}\t"])
+def test_e006_a_secret_with_whitespace_around_it(settings, pasted):
+    # Read from a file or an env var with its newline, the key never matches
+    # a provider's signature: refused as a setting, never 401 on every delivery.
+    secrets = [signing.GITHUB_SECRET, pasted.format(signing.GITHUB_SECRET)]
+    settings.WEBHOOKS = {"SOURCES": {"x": {**GOOD, "SECRETS": secrets}}}
+    [error] = check_settings()
+    assert error.id == "webhooks.E006"
+    assert "whitespace around it (SECRETS[1])" in error.msg

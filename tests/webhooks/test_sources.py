@@ -170,3 +170,14 @@ def test_the_purge_runs_with_a_retention_every_source_accepts(webhook_sources):
     for name in ("github", "hmac", "small"):
         webhook_sources.WEBHOOKS["SOURCES"][name]["REPLAY_HORIZON"] = timedelta(days=7)
     assert retention.purge(only=["webhooks"], dry_run=True) == {"webhooks": 0}
+
+
+def test_a_secret_pasted_with_its_newline_refuses_deliveries_by_name(
+    webhook_sources, caplog
+):
+    # Not 401 bad-signature on every delivery (lost events, blamed on the
+    # provider): the source is refused, the log says which secret and why.
+    stripe = webhook_sources.WEBHOOKS["SOURCES"]["stripe"]
+    stripe["SECRETS"] = [signing.STRIPE_SECRET + "\n"]
+    assert refused(deliver("evt_1"), caplog, "webhooks.E006")
+    assert "whitespace around it" in caplog.text
