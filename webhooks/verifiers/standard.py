@@ -18,6 +18,9 @@ from .base import (
 from .base import VerificationFailed as Failed
 
 PREFIX = "whsec_"
+# The fewest bytes a secret given without its base64 padding may decode to
+# (the default MIN_SECRET_BYTES).
+UNPADDED_MIN_BYTES = 16
 
 
 class StandardWebhooksVerifier(BaseVerifier):
@@ -124,14 +127,23 @@ def _digest(key: bytes, msg_id: str, timestamp: str, body: bytes) -> bytes:
 
 
 def decode_secret(secret) -> bytes | None:
-    """Decode ``whsec_<base64>`` strictly; None when it is not that."""
+    """Decode ``whsec_<base64>`` strictly; None when it is not that.
+
+    Padding left off is restored, as the Standard Webhooks library does
+    (providers and copy-pastes drop it), but only for a key of a real
+    secret's length: shorter unpadded text is a typo, not a key.
+    """
     if not isinstance(secret, str) or not secret.startswith(PREFIX):
         return None
+    text = secret[len(PREFIX) :]
+    missing = -len(text) % 4
     try:
-        key = base64.b64decode(secret[len(PREFIX) :], validate=True)
+        decoded = base64.b64decode(text + "=" * missing, validate=True)
     except (binascii.Error, ValueError):
         return None
-    return key or None
+    if missing and len(decoded) < UNPADDED_MIN_BYTES:
+        return None
+    return decoded or None
 
 
 def _signatures(header, name):

@@ -9,7 +9,7 @@ import standardwebhooks
 from tests.webhooks import signing
 from tests.webhooks.verifiers.contract import VerifierContract
 from webhooks.verifiers import base
-from webhooks.verifiers.standard import decode_secret
+from webhooks.verifiers.standard import StandardWebhooksVerifier, decode_secret
 
 
 class TestStandardWebhooksVerifier(VerifierContract):
@@ -100,3 +100,26 @@ class TestStandardWebhooksVerifier(VerifierContract):
         self.refused(
             base.NO_SECRET, body, self.sign(body), self.make(secrets=["whsec_abc"])
         )
+
+
+@pytest.mark.parametrize("size", [16, 32, 64])
+def test_a_secret_without_its_base64_padding_verifies_as_the_library_does(size):
+    # Dashboards and copy-pastes drop the "=": the library restores it.
+    key = bytes(range(size))
+    padded = "whsec_" + base64.b64encode(key).decode()
+    unpadded = padded.rstrip("=")
+    assert unpadded != padded
+    body = json.dumps({"type": "thing.happened"}).encode()
+    signed_at = datetime.fromtimestamp(int(time.time()), UTC)
+    headers = {
+        "webhook-id": "msg_unpadded",
+        "webhook-timestamp": str(int(signed_at.timestamp())),
+        "webhook-signature": standardwebhooks.Webhook(unpadded).sign(
+            "msg_unpadded", signed_at, body
+        ),
+    }
+    standardwebhooks.Webhook(unpadded).verify(body, headers)
+    assert decode_secret(unpadded) == key
+    verifier = StandardWebhooksVerifier(secrets=[unpadded])
+    assert verifier.check() == []
+    assert verifier.authenticate(body, headers).delivery_id == "msg_unpadded"
