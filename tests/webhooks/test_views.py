@@ -3,6 +3,7 @@
 import base64
 import gzip
 import hashlib
+import hmac
 import json
 import time
 from dataclasses import replace
@@ -752,3 +753,24 @@ def test_a_nul_in_a_stored_header_is_kept_escaped_never_a_500(handler_registry):
     handlers.on("github", "push")(lambda event: seen.append(event.data["id"]))
     processing.process(receipt.pk)  # the body reads as the intake read it
     assert seen == ["evt_1"]
+
+
+def test_a_github_delivery_signed_with_sha1_only_names_the_missing_sha256_header():
+    # GitHub sends both; a proxy or an old GitHub Enterprise sending only the
+    # SHA-1 header is told which header it lacks, and nothing is stored.
+    body = signing.event_body()
+    sha256 = signing.github_headers(body)
+    sha1 = "sha1=" + hmac.new(signing.GITHUB_SECRET.encode(), body, "sha1").hexdigest()
+    headers = {**sha256, "X-Hub-Signature": sha1}
+    del headers["X-Hub-Signature-256"]
+
+    response = post("/webhooks/github/", body, headers)
+
+    assert response.status_code == 401
+    assert response["Content-Type"] == "application/problem+json"
+    assert problem(response)["type"].endswith("/webhook-missing-header")
+    assert problem(response)["detail"] == (
+        "X-Hub-Signature-256 header missing; "
+        "X-Hub-Signature (SHA-1) alone is not accepted"
+    )
+    assert not WebhookReceipt.objects.exists()

@@ -4,7 +4,13 @@ import hashlib
 import hmac
 from datetime import timedelta
 
-from .base import BAD_SIGNATURE, MALFORMED_HEADER, BaseVerifier, Delivery
+from .base import (
+    BAD_SIGNATURE,
+    MALFORMED_HEADER,
+    MISSING_HEADER,
+    BaseVerifier,
+    Delivery,
+)
 from .base import VerificationFailed as Failed
 
 
@@ -16,6 +22,14 @@ class GitHubVerifier(BaseVerifier):
     retry_horizon = timedelta(days=3)
 
     def verify(self, body, headers):
+        if not headers.get("X-Hub-Signature-256") and headers.get("X-Hub-Signature"):
+            # The SHA-1 signature alone is never taken (GitHub sends both):
+            # say which header is missing, not just that one is.
+            raise Failed(
+                MISSING_HEADER,
+                "X-Hub-Signature-256 header missing; "
+                "X-Hub-Signature (SHA-1) alone is not accepted",
+            )
         scheme, _, signature = self.header(headers, "X-Hub-Signature-256").partition(
             "="
         )
