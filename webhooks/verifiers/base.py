@@ -201,6 +201,17 @@ class BaseVerifier:
             raise VerificationFailed(MALFORMED_HEADER, f"{what} malformed")
         return value
 
+    @staticmethod
+    def body_identifier(event: dict, key: str, what: str) -> str:
+        """Read an id or event type from a signed body (400 when unusable),
+        saying whether it is missing or malformed: the sender's fix differs."""
+        value = event.get(key)
+        if value is None:
+            raise VerificationFailed(MALFORMED_BODY, f"{what} missing")
+        if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
+            raise VerificationFailed(MALFORMED_BODY, f"{what} malformed")
+        return value
+
     def timestamp(self, value: str) -> datetime:
         """Parse Unix seconds and refuse them outside the tolerance, both ways."""
         if not _SECONDS.fullmatch(value):

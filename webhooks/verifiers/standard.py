@@ -9,7 +9,6 @@ from datetime import timedelta
 
 from .base import (
     BAD_SIGNATURE,
-    MALFORMED_BODY,
     MALFORMED_HEADER,
     NO_SECRET,
     BaseVerifier,
@@ -70,13 +69,9 @@ class StandardWebhooksVerifier(BaseVerifier):
         if not self.matches(expected, signatures):
             raise Failed(BAD_SIGNATURE)
         event = self.json_object(body, headers)
-        try:
-            event_type = self.identifier(event.get("type"), "event type")
-        except Failed:
-            raise Failed(MALFORMED_BODY, "event type missing") from None
         return Delivery(
             delivery_id=msg_id,
-            event_type=event_type,
+            event_type=self.body_identifier(event, "type", "event type"),
             # The payload's own timestamp says when the event happened; the
             # header's is re-signed on every retry, so it cannot order events.
             occurred_at=self.payload_time(

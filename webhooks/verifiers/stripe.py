@@ -7,7 +7,6 @@ from datetime import timedelta
 
 from .base import (
     BAD_SIGNATURE,
-    MALFORMED_BODY,
     MALFORMED_HEADER,
     BaseVerifier,
     Delivery,
@@ -41,15 +40,12 @@ class StripeVerifier(BaseVerifier):
             occurred_at = self.iso_event_time(created)
         else:
             occurred_at = self.epoch_event_time(created)
-        try:
-            return Delivery(
-                # The event id: the same on every retry of one event.
-                delivery_id=self.identifier(event.get("id"), "event id"),
-                event_type=self.identifier(event.get("type"), "event type"),
-                occurred_at=occurred_at,
-            )
-        except Failed as exc:
-            raise Failed(MALFORMED_BODY, exc.detail) from None
+        return Delivery(
+            # The event id: the same on every retry of one event.
+            delivery_id=self.body_identifier(event, "id", "event id"),
+            event_type=self.body_identifier(event, "type", "event type"),
+            occurred_at=occurred_at,
+        )
 
     def sign(self, body, *, delivery_id, event_type, secret=None, timestamp=None):
         secret, signed_at = self.signing(secret, timestamp)

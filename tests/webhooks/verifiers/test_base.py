@@ -1,5 +1,9 @@
+import json
+
 import pytest
 
+from tests.webhooks import signing
+from webhooks.conf import verifier_class
 from webhooks.verifiers import base
 from webhooks.verifiers.base import BaseVerifier, Delivery, VerificationFailed
 
@@ -47,3 +51,31 @@ def test_unknown_options_are_reported():
 
 def test_a_delivery_is_a_plain_value():
     assert Delivery("d", "t") == Delivery("d", "t", None)
+
+
+@pytest.mark.parametrize(
+    ("verifier", "event", "detail"),
+    [
+        ("stripe", {"id": "evt_1"}, "event type missing"),
+        ("stripe", {"id": "evt_1", "type": None}, "event type missing"),
+        ("stripe", {"type": "a.b"}, "event id missing"),
+        ("stripe", {"id": 5, "type": "a.b"}, "event id malformed"),
+        ("stripe", {"id": "evt_1", "type": "a b"}, "event type malformed"),
+        ("standard", {"data": {}}, "event type missing"),
+        ("standard", {"type": 5}, "event type malformed"),
+        ("standard", {"type": ["a.b"]}, "event type malformed"),
+    ],
+)
+def test_a_signed_body_says_whether_its_id_or_type_is_missing_or_malformed(
+    verifier, event, detail
+):
+    # The sender's fix differs: add the field, or send it as a string.
+    body = json.dumps(event).encode()
+    if verifier == "stripe":
+        secret, headers = signing.STRIPE_SECRET, signing.stripe_headers(body)
+    else:
+        secret, headers = signing.STANDARD_SECRET, signing.standard_headers(body)
+    made = verifier_class(verifier)(secrets=[secret])
+    with pytest.raises(base.VerificationFailed) as caught:
+        made.authenticate(body, headers)
+    assert (caught.value.reason, caught.value.detail) == (base.MALFORMED_BODY, detail)
