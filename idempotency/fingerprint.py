@@ -14,6 +14,7 @@ from django.http.multipartparser import MultiPartParser, MultiPartParserError
 from django.http.request import RawPostDataException
 from django.utils.module_loading import import_string
 from rest_framework import parsers
+from rest_framework.exceptions import ParseError
 from rest_framework.parsers import FormParser, JSONParser
 from rest_framework.request import Request
 from rest_framework.versioning import (
@@ -131,10 +132,12 @@ def _canonical_body(
 ) -> tuple[bytes, ...] | None:
     """The body's canonical bytes, in one frame or more; None: a raw body too
     large to hold, which ``_frame_streamed_body`` hashes as it reads it."""
+    django_request = _django(request)
     if media_type == "multipart/form-data":
+        if not _is_text(encoding):
+            return (_unparsable_multipart(request, django_request, encoding),)
         # Clients pick a new boundary for every send, retries included.
         return (_canonical_multipart(request, exclude_fields),)
-    django_request = _django(request)
     if isinstance(request, Request) and _streamed_by_drf(request, django_request):
         return None
     body = _body(django_request)
@@ -143,6 +146,32 @@ def _canonical_body(
     if media_type == "application/x-www-form-urlencoded" and exclude_fields:
         return (_without_form_fields(body, encoding, exclude_fields),)
     return (body,)
+
+
+def _is_text(encoding: str) -> bool:
+    # Django takes any charset codecs knows, bytes-to-bytes ones (base64,
+    # bz2) included; no parser decodes field names with those. (An empty
+    # bytes decodes in any codec: decode one byte.)
+    try:
+        b"a".decode(encoding, "replace")
+    except LookupError:
+        return False
+    return True
+
+
+def _unparsable_multipart(request, django_request, encoding: str) -> bytes:
+    """A multipart body in a charset that is no text encoding: no parser reads
+    its fields, and parsing it (``request.POST``) raises, a 500.
+
+    DRF's parser would raise the same in the view: refuse it as the parse
+    error it is (400, not saved). A plain view may read ``request.body``
+    itself: count the raw bytes, boundary included, as for other bodies.
+    """
+    if isinstance(request, Request):
+        raise ParseError(
+            f"Multipart form parse error - charset {encoding!r} is not a text encoding."
+        )
+    return _body(django_request)
 
 
 def _without_form_fields(body: bytes, encoding: str, exclude_fields) -> bytes:

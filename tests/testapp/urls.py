@@ -53,6 +53,7 @@ urlpatterns = [
     path("t/html-or-json/", views.html_or_json_api_view),
     path("t/plain/", views.plain_django_view),
     path("t/plain-class/", views.PlainClassView.as_view()),
+    path("t/raw-body/", views.raw_body_view),
     path("t/async-class/", views.AsyncPlainClassView.as_view()),
     path("t/redirect/", views.redirecting_view),
     path("t/redirect-lease/", views.redirecting_lease_view),

@@ -452,6 +452,14 @@ def _create_widget(request):
     return Widget.objects.create(name=json.loads(request.body)["name"])
 
 
+@csrf_exempt
+@idempotent("widget.raw-body")
+def raw_body_view(request):
+    """A plain view that reads the body's bytes itself, whatever they are."""
+    digest = hashlib.sha256(request.body).hexdigest()
+    return JsonResponse({"id": Widget.objects.create(name=digest[:20]).pk}, status=201)
+
+
 @method_decorator(csrf_exempt, name="dispatch")
 class PlainClassView(View):
     """A Django class-based view (not DRF) with a guarded method."""
