@@ -7,6 +7,17 @@ from .exceptions import KeyMalformed
 MAX_LENGTH = 255
 # Visible ASCII, 0x21 to 0x7E: one regex match instead of a loop per character.
 _VISIBLE = re.compile(r"[\x21-\x7e]*")
+# RFC 8941 parameters of an sf-item: ;key[=bare-item] (an integer or decimal,
+# string, token, byte sequence or boolean), each ";" may be followed by spaces.
+PARAMETERS = (
+    r"(?:;\x20*[a-z*][a-z0-9_.*-]*"
+    r"(?:=(?:-?[0-9]{1,15}(?:\.[0-9]{1,3})?"
+    r'|"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*"'
+    r"|[A-Za-z*][!#$%&'*+.^_`|~0-9A-Za-z:/-]*"
+    r"|:[A-Za-z0-9+/=]*:"
+    r"|\?[01]))?)*"
+)
+_PARAMETERS = re.compile(PARAMETERS)
 
 
 def parse(raw: str | None) -> str | None:
@@ -14,15 +25,15 @@ def parse(raw: str | None) -> str | None:
 
     Accepts a bare token or the structured-field string form (``"abc"``,
     RFC 8941) and requires 1-255 visible ASCII characters once unquoted. A
-    comma belongs to a key only in the quoted form (``"a,b"``).
+    comma belongs to a key only in the quoted form (``"a,b"``). The quoted
+    form is an sf-item and may carry parameters (``"abc";p=1``), which the
+    draft defines none of: they are ignored, the key is the string.
     """
     if raw is None:
         return None
     value = raw.strip(" \t")
     if value.startswith('"'):
-        if len(value) < 2 or not value.endswith('"'):
-            raise KeyMalformed("The quoted key has no closing quote.")
-        value = _unquote(value[1:-1])
+        value = _unquote(_without_parameters(value))
     elif "," in value:
         # WSGI and ASGI servers join a header sent twice into one value with
         # commas (RFC 9110, section 5.3), so "k1,k2" may be two keys: refuse
@@ -39,6 +50,22 @@ def parse(raw: str | None) -> str | None:
     if not _VISIBLE.fullmatch(value):
         raise KeyMalformed("The key must be visible ASCII characters only.")
     return value
+
+
+def _without_parameters(value: str) -> str:
+    """The inside of a quoted key, without the sf-item parameters after it."""
+    end = 1
+    while end < len(value) and value[end] != '"':
+        end += 2 if value[end] == "\\" else 1
+    if end >= len(value):
+        raise KeyMalformed("The quoted key has no closing quote.")
+    if not _PARAMETERS.fullmatch(value, end + 1):
+        raise KeyMalformed(
+            "The quoted key has an unescaped quote, or is followed by "
+            "something other than parameters (was the header sent more than "
+            "once?)."
+        )
+    return value[1:end]
 
 
 def _unquote(inner: str) -> str:

@@ -20,10 +20,11 @@ PROBLEM_COMPONENT = "ProblemDetails"
 
 # 1-255 visible ASCII as a bare token without a comma (a header sent twice
 # arrives comma-joined), or the RFC 8941 string form "..." whose content,
-# unescaped, is visible ASCII. maxLength bounds the raw header value.
+# unescaped, is visible ASCII, with the sf-item parameters the server
+# ignores. maxLength bounds the raw header value.
 KEY_PATTERN = (
     r"^(?:[\x21\x23-\x2B\x2D-\x7E][\x21-\x2B\x2D-\x7E]*"
-    r'|"(?:[\x21\x23-\x5B\x5D-\x7E]|\\["\\])+")$'
+    r'|"(?:[\x21\x23-\x5B\x5D-\x7E]|\\["\\])+"' + keys.PARAMETERS + ")$"
 )
 
 PROBLEM_SCHEMA = {

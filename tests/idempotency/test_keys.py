@@ -64,3 +64,19 @@ def test_any_text_parses_to_a_valid_key_or_raises_malformed(raw):
         return
     assert 1 <= len(key) <= 255
     assert all(0x21 <= ord(char) <= 0x7E for char in key)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ['"abc";p=1', '"abc"; p=1;q', '"abc";a=?1;b=tok;c="s, t";d=:YQ==:;e=-1.5'],
+)
+def test_a_quoted_keys_parameters_are_ignored(raw):
+    assert keys.parse(raw) == "abc"
+
+
+@pytest.mark.parametrize(
+    "raw", ['"abc";P=1', '"abc";p=', '"abc" ;p=1', '"abc";p=1, "def"', '"abc"x']
+)
+def test_what_follows_a_quoted_key_must_be_parameters(raw):
+    with pytest.raises(KeyMalformed):
+        keys.parse(raw)

@@ -158,6 +158,13 @@ def test_key_pattern_matches_what_the_server_accepts(value, valid):
     assert bool(re.fullmatch(KEY_PATTERN, value)) is valid
 
 
+def test_key_pattern_accepts_the_parameters_the_server_ignores():
+    for value in ('"abc";p=1', '"abc"; p=?1;q'):
+        assert re.fullmatch(KEY_PATTERN, value)
+        assert keys.parse(value) == "abc"
+    assert not re.fullmatch(KEY_PATTERN, '"abc";P=1')  # keys are lowercase
+
+
 # Views with schema customisations of their own.
 
 
