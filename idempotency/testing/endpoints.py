@@ -30,6 +30,7 @@ from ..querysets import IdempotencyRecordQuerySet
 from ..shared.settings import as_timedelta
 from ..shared.steps.models import StepRecord, UnitRecord
 from ..shared.testing.clock import controlled_clock
+from ..shared.testing.compensations import abandon_after_steps
 from ..shared.testing.crashes import (
     AFTER,
     InjectedFailure,
@@ -101,6 +102,9 @@ class Endpoint:
     # How the body is sent: a dict payload is encoded as JSON, or as a form
     # (urlencoded or multipart) for a view reading request.POST.
     content_type: str = JSON
+    # Steps mode: the steps whose effect stays on purpose when the unit gives
+    # up (a mail sent); every other step moving effects() needs an undo.
+    kept_steps: Collection[str] = ()
 
     def describe(self, key: str, url: str | None = None) -> str:
         url = url or (self.url if isinstance(self.url, str) else "url()")
@@ -888,6 +892,28 @@ def check_crash_after_each_step(endpoint: Endpoint) -> None:
             f"{endpoint.method.upper()} {case.url}; its steps: {probe.describe()}",
             *problems,
         )
+
+
+def check_abandon_undoes_each_step(endpoint: Endpoint) -> None:
+    """A steps-mode view killed right after its last step is abandoned as
+    the console does: each step that moved ``effects()`` is undone by its own
+    undo once, last first; then the compensation dies right after each undo
+    returns and is abandoned again, undoing nothing twice. ``effects()`` must
+    count what stands (``charges - refunds``). Skipped for a view that runs
+    no step."""
+    __tracebackhide__ = True
+    case = _Case(endpoint, "abandon")
+    require_committed_transactions(case.name)
+    client = case.client()
+
+    def start():
+        key = case.key()
+        url, payload = case.new_intent()
+        return partial(case.send, client, key, payload, url)
+
+    subject = f"{endpoint.method.upper()} {case.url}; its steps: {{steps}}"
+    if not abandon_after_steps(case.name, start, endpoint, g.COMPENSATION, subject):
+        pytest.skip("the view ran no step: it is not a steps-mode view")
 
 
 def check_downstream_key_scoped(endpoint: Endpoint) -> None:

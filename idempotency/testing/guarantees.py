@@ -45,6 +45,11 @@ CRASH_AFTER_STEP = (
     "a steps-mode view killed right after any of its steps runs each step's "
     "effect once in the end: its retry resumes, repeating nothing"
 )
+COMPENSATION = (
+    "a steps-mode view's unit that gives up undoes each completed step's "
+    "effect exactly once, last step first, also when its compensation dies "
+    "midway and is resumed"
+)
 FINGERPRINT = (
     "every payload field the view does not exclude on purpose is in the "
     "fingerprint: the same key with that field changed is refused with 422"

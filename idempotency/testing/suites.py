@@ -55,6 +55,9 @@ class EndpointSuite(Suite):
     # A method returning a context manager under which the view fails; by
     # default the kit fails the view right after its first write.
     fail = None
+    # Steps mode: the steps whose effect stays on purpose when the unit gives
+    # up (a mail sent); every other step moving effects() needs an undo.
+    kept_steps: tuple[str, ...] = ()
 
     def client(self, name: str):
         """A test client acting as the principal ``name`` (two names, two
@@ -111,6 +114,13 @@ class EndpointSuite(Suite):
         """Steps-mode views only (``idempotency_mode = "steps"``); skipped
         for a view that runs no step."""
         endpoints.check_crash_after_each_step(self.endpoint())
+
+    def test_a_unit_given_up_undoes_each_step_once_last_first(self):
+        """Steps-mode views only: the unit is abandoned after its steps ran,
+        and again after its compensation died midway; ``effects()`` counts
+        what stands (``charges - refunds``). Skipped for a view that runs no
+        step."""
+        endpoints.check_abandon_undoes_each_step(self.endpoint())
 
 
 # Deprecated for one release: the suites of the other apps' kits. The one

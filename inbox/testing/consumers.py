@@ -8,7 +8,7 @@ redelivers it. Crashes are simulated at every point where the consumer's work
 becomes durable (see ``crashes.commit_points``).
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import timedelta
 from operator import attrgetter
@@ -19,6 +19,7 @@ import pytest
 from idempotency.shared.steps.models import StepRecord, UnitRecord
 from idempotency.shared.testing import guarantees as g
 from idempotency.shared.testing.clock import controlled_clock
+from idempotency.shared.testing.compensations import abandon_after_steps
 from idempotency.shared.testing.crashes import (
     AFTER,
     BEFORE,
@@ -48,6 +49,11 @@ from ..models import InboxMessage
 REDELIVERED_MESSAGE = "a redelivered message is applied once"
 CRASH_BEFORE_ACK = (
     "a consumer that dies after its commit and before the ack applies the message once"
+)
+COMPENSATION = (
+    "a steps consumer's unit that gives up undoes each completed step's effect "
+    "exactly once, last step first, also when its compensation dies midway "
+    "and is resumed"
 )
 CRASH_AFTER_STEP = (
     "a steps consumer killed right after any of its steps runs each step's "
@@ -91,6 +97,9 @@ class Consumer:
     effects: Callable[[], Any]
     aggregate_type: str = ""
     deliver: Callable[[Callable, Message], Any] = call_with_task_kwargs
+    # The steps whose effect stays on purpose when the unit gives up (a mail
+    # sent); every other step moving effects() needs an undo.
+    kept_steps: Collection[str] = ()
 
     def message(self) -> Message:
         payload = self.payload() if callable(self.payload) else self.payload
@@ -241,6 +250,23 @@ def check_crash_after_each_step(consumer: Consumer) -> None:
         )
 
 
+def check_abandon_undoes_each_step(consumer: Consumer) -> None:
+    """The endpoint kit's compensation case on a steps consumer, a new
+    message for each unit (``idempotency.shared.testing.compensations``):
+    ``effects()`` counts what stands (``bookings - cancellations``)."""
+    __tracebackhide__ = True
+    case = "abandon after the steps"
+    require_committed_transactions(case)
+
+    def start():
+        message = consumer.message()
+        return lambda: consumer.hand(message)
+
+    subject = "the consumer's steps: {steps}"
+    if not abandon_after_steps(case, start, consumer, COMPENSATION, subject):
+        raise g.CannotCheck(case, _NO_STEP)
+
+
 def _steps_lease() -> timedelta:
     return inbox_settings.STEPS_LEASE + timedelta(seconds=1)
 
@@ -324,6 +350,7 @@ def _name(consume) -> str:
 
 
 __all__ = [
+    "COMPENSATION",
     "CONSUMER_CHECKS",
     "CRASH_AFTER_STEP",
     "CRASH_ANYWHERE",
@@ -334,6 +361,7 @@ __all__ = [
     "Consumer",
     "Message",
     "call_with_task_kwargs",
+    "check_abandon_undoes_each_step",
     "check_crash_after_each_step",
     "check_crash_anywhere",
     "check_crash_before_ack",

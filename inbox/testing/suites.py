@@ -20,6 +20,9 @@ class ConsumerSuite(Suite):
     aggregate_type = ""
     # The event's payload, or a method returning one per message.
     payload: Any
+    # Steps consumers: the steps whose effect stays on purpose when the unit
+    # gives up (a mail sent); every other step moving effects() needs an undo.
+    kept_steps: tuple[str, ...] = ()
 
     def deliver(self, consume, message: consumers.Message):
         """Hand ``message`` to ``consume``; override for another signature."""
@@ -49,6 +52,15 @@ class ConsumerSuite(Suite):
         if not consumers.runs_steps(consumer.consume):
             pytest.skip("not a steps consumer (@consumer(..., steps=True))")
         consumers.check_crash_after_each_step(consumer)
+
+    def test_a_unit_given_up_undoes_each_step_once_last_first(self):
+        """Steps consumers only: the unit is abandoned after its steps ran,
+        and again after its compensation died midway; ``effects()`` counts
+        what stands (``bookings - cancellations``)."""
+        consumer = self.consumer_under_test()
+        if not consumers.runs_steps(consumer.consume):
+            pytest.skip("not a steps consumer (@consumer(..., steps=True))")
+        consumers.check_abandon_undoes_each_step(consumer)
 
 
 __all__ = ["ConsumerSuite"]

@@ -20,7 +20,13 @@ from outbox.api import record
 from tests.testapp import services
 from tests.testapp.downstream import provider
 from tests.testapp.models import Order, Stock, Widget
-from tests.testing.sound import SHIPPED
+from tests.testing.sound import (
+    RELEASED,
+    RESERVED,
+    SHIPPED,
+    ChargesAndReservesView,
+    charge_and_reserve,
+)
 from webhooks.handlers import on
 
 
@@ -454,3 +460,75 @@ class ShipsByTaskOnCommitView(IdempotencyMixin, APIView):
         widget = Widget.objects.create(name=request.data["name"])
         transaction.on_commit(lambda: ship_widget.delay(widget.name))
         return Response({"id": widget.pk}, status=201)
+
+
+# Compensations gone wrong: ChargesAndReservesView with one undo mistaken.
+
+
+class NoRefundView(ChargesAndReservesView):
+    """The charge has no undo: a unit that gives up keeps the money."""
+
+    idempotency_operation = "broken.no-refund"
+    charge_undo = None
+
+
+def refund_with_a_new_key(key, charge):
+    """Refunds under a key of its own, not the one it is given: resumed after
+    a death, the compensation refunds a second time."""
+    return services.refund(str(uuid.uuid4()), charge["id"])
+
+
+class UnkeyedRefundView(ChargesAndReservesView):
+    idempotency_operation = "broken.unkeyed-refund"
+    charge_undo = staticmethod(refund_with_a_new_key)
+
+
+def release_by_ledger(key, widget):
+    """Writes a release to a ledger each call: not idempotent."""
+    Widget.objects.create(name=f"{RELEASED}{widget}")
+
+
+class LedgerReleaseView(ChargesAndReservesView):
+    idempotency_operation = "broken.ledger-release"
+    reserve_undo = staticmethod(release_by_ledger)
+
+
+def release_the_charged_widget(key, charge):
+    """Registered on the charge step, it undoes the reservation."""
+    Widget.objects.filter(name=RESERVED + charge["id"]).delete()
+
+
+def refund_the_reserved_charge(key, widget):
+    """Registered on the reservation step, it refunds the charge."""
+    charge = Widget.objects.get(pk=widget).name.removeprefix(RESERVED)
+    return services.refund(key, charge)
+
+
+class SwappedUndosView(ChargesAndReservesView):
+    """Each step carries the other's undo: the charge is refunded while the
+    widget is still reserved, the undos out of order."""
+
+    idempotency_operation = "broken.swapped-undos"
+    charge_undo = staticmethod(release_the_charged_widget)
+    reserve_undo = staticmethod(refund_the_reserved_charge)
+
+
+def refuses_to_release(key, widget):
+    raise RuntimeError("the warehouse refuses to release it")
+
+
+class RaisingUndoView(ChargesAndReservesView):
+    """An undo that raises every time: the unit stays compensating."""
+
+    idempotency_operation = "broken.raising-undo"
+    reserve_undo = staticmethod(refuses_to_release)
+
+
+@consumer("broken.charges-without-refund", steps=True)
+def charges_without_refund(delivery, *, payload, **kwargs):
+    charge_and_reserve(delivery, payload["amount"], charge_undo=None)
+
+
+@consumer("broken.refunds-unkeyed", steps=True)
+def refunds_unkeyed(delivery, *, payload, **kwargs):
+    charge_and_reserve(delivery, payload["amount"], charge_undo=refund_with_a_new_key)

@@ -1,5 +1,7 @@
 """Sound code the proof kit must pass, in shapes its other tests do not have."""
 
+from collections.abc import Callable
+
 from celery import Celery
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
@@ -11,6 +13,7 @@ from rest_framework.views import APIView
 from idempotency.decorators import idempotent
 from idempotency.mixins import IdempotencyMixin
 from inbox.api import consumer
+from tests.testapp import services
 from tests.testapp.models import Widget
 
 SHIPPED = "shipped "
@@ -60,3 +63,72 @@ def ships_in_a_step(delivery, *, payload, **kwargs):
     name = payload["name"]
     delivery.step("ship", lambda key: ship_widget.delay(name, key).id)
     delivery.step("note", lambda key: Widget.objects.create(name=name).pk, atomic=True)
+
+
+# A steps-mode view whose every step has its own keyed, idempotent undo.
+RESERVED = "reserved "
+RELEASED = "released "
+
+
+def refund_charge(key, charge):
+    """The charge's undo: a refund under the undo's own key."""
+    return services.refund(key, charge["id"])
+
+
+def release_reservation(key, widget):
+    """The reservation's undo: deleting it twice deletes it once."""
+    Widget.objects.filter(pk=widget).delete()
+
+
+def charge_and_reserve(
+    unit, amount, *, charge_undo=refund_charge, reserve_undo=release_reservation
+):
+    """Charges the provider, then reserves a widget in an atomic step, on any
+    unit (a keyed request's, a delivery's, a webhook event's); giving up
+    refunds the charge and releases the widget. ``broken`` gets the undos
+    wrong."""
+    charge = unit.step(
+        "charge", lambda key: services.charge(key, amount), undo=charge_undo
+    )
+    widget = unit.step(
+        "reserve",
+        lambda key: Widget.objects.create(name=RESERVED + charge["id"]).pk,
+        atomic=True,
+        undo=reserve_undo,
+    )
+    return charge["id"], widget
+
+
+class ChargesAndReservesView(IdempotencyMixin, APIView):
+    """``charge_and_reserve()`` in a steps-mode view; its subclasses in
+    ``broken`` get the undos wrong."""
+
+    idempotency_mode = "steps"
+    idempotency_operation = "sound.charges-and-reserves"
+    charge_undo: Callable | None = staticmethod(refund_charge)
+    reserve_undo: Callable | None = staticmethod(release_reservation)
+
+    def post(self, request):
+        charge, widget = charge_and_reserve(
+            request.idempotency,
+            request.data["amount"],
+            charge_undo=self.charge_undo,
+            reserve_undo=self.reserve_undo,
+        )
+        return Response({"charge": charge, "widget": widget}, status=201)
+
+
+@consumer("sound.charges-and-reserves", steps=True)
+def charges_and_reserves(delivery, *, payload, **kwargs):
+    charge_and_reserve(delivery, payload["amount"])
+
+
+def standing(fakes) -> dict[str, int]:
+    """What stands of ``ChargesAndReservesView``'s effects: charges not
+    refunded, widgets reserved and not released."""
+    widgets = Widget.objects
+    return {
+        "charge": fakes.effects.count("charge") - fakes.effects.count("refund"),
+        "reserved": widgets.filter(name__startswith=RESERVED).count()
+        - widgets.filter(name__startswith=RELEASED).count(),
+    }

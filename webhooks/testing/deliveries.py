@@ -6,7 +6,7 @@ what the intake enqueued (``webhooks.processing.process``), so the user's
 registered handlers run exactly as in production.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,6 +22,7 @@ from idempotency.shared import clock
 from idempotency.shared.steps.models import StepRecord, UnitRecord
 from idempotency.shared.testing import guarantees as g
 from idempotency.shared.testing.clock import controlled_clock
+from idempotency.shared.testing.compensations import abandon_after_steps
 from idempotency.shared.testing.crashes import (
     AFTER,
     BEFORE,
@@ -50,6 +51,14 @@ REDELIVERED_WEBHOOK = (
 )
 CRASHED_WEBHOOK = (
     "a webhook whose worker died while processing it is applied exactly once"
+)
+_NO_STEP_RUN = (
+    "the handlers ran no step: do their outside calls go through event.step()?"
+)
+COMPENSATED_WEBHOOK = (
+    "a steps handler's unit that gives up undoes each completed step's effect "
+    "exactly once, last step first, also when its compensation dies midway "
+    "and is resumed"
 )
 CRASHED_STEPS_WEBHOOK = (
     "a steps handler killed right after any of its steps runs each step's "
@@ -111,6 +120,9 @@ class Webhook:
     older_body: Callable[[Any], Any] | None = None
     state: Callable[[Any], Any] | None = None
     sign: Callable[..., SignedDelivery] | None = None
+    # The steps whose effect stays on purpose when the unit gives up (a mail
+    # sent); every other step moving effects() needs an undo.
+    kept_steps: Collection[str] = ()
 
     def signed(
         self,
@@ -415,14 +427,7 @@ def check_webhook_crash_after_each_step(webhook: Webhook) -> None:
     made again by the redelivery that resumes past the steps."""
     __tracebackhide__ = True
     case = "webhook crash after each step"
-    require_committed_transactions(case)
-    if not runs_steps_handlers(webhook):
-        raise g.CannotCheck(
-            case,
-            f"the handlers of {webhook.source} {webhook.event_type} are not "
-            f"steps handlers: register them with @on({webhook.source!r}, "
-            f"{webhook.event_type!r}, steps=True).",
-        )
+    _require_steps_handlers(webhook, case)
     with intake(webhook.url) as desk:
         before = g.measure(webhook.effects)
         with step_kills() as probe:
@@ -430,11 +435,7 @@ def check_webhook_crash_after_each_step(webhook: Webhook) -> None:
         after = g.measure(webhook.effects)
         _require_an_effect(webhook, before, after)
         if not probe.steps:
-            raise g.CannotCheck(
-                case,
-                "the handlers ran no step: do their outside calls go through "
-                "event.step()?",
-            )
+            raise g.CannotCheck(case, _NO_STEP_RUN)
 
         def start():
             _, queued = desk.accept(webhook.signed(webhook.body()))
@@ -448,6 +449,36 @@ def check_webhook_crash_after_each_step(webhook: Webhook) -> None:
             CRASHED_STEPS_WEBHOOK,
             f"{webhook.source} {webhook.event_type}; its steps: {probe.describe()}",
             *problems,
+        )
+
+
+def check_webhook_abandon_undoes_each_step(webhook: Webhook) -> None:
+    """The compensation case on the event's steps handlers, a new delivery
+    for each unit (``idempotency.shared.testing.compensations``): killed after
+    their last step, abandoned, each undo run once, last first."""
+    __tracebackhide__ = True
+    case = "webhook abandon after the steps"
+    _require_steps_handlers(webhook, case)
+    with intake(webhook.url) as desk:
+
+        def start():
+            _, queued = desk.accept(webhook.signed(webhook.body()))
+            return lambda: desk.process_all(queued)
+
+        subject = f"{webhook.source} {webhook.event_type}; its steps: {{steps}}"
+        ran = abandon_after_steps(case, start, webhook, COMPENSATED_WEBHOOK, subject)
+    if not ran:
+        raise g.CannotCheck(case, _NO_STEP_RUN)
+
+
+def _require_steps_handlers(webhook: Webhook, case: str) -> None:
+    require_committed_transactions(case)
+    if not runs_steps_handlers(webhook):
+        raise g.CannotCheck(
+            case,
+            f"the handlers of {webhook.source} {webhook.event_type} are not "
+            f"steps handlers: register them with @on({webhook.source!r}, "
+            f"{webhook.event_type!r}, steps=True).",
         )
 
 
@@ -665,6 +696,7 @@ def _receipt(delivery: SignedDelivery):
 
 
 __all__ = [
+    "COMPENSATED_WEBHOOK",
     "CRASHED_STEPS_WEBHOOK",
     "CRASHED_WEBHOOK",
     "FAILED_WEBHOOK",
@@ -677,6 +709,7 @@ __all__ = [
     "WEBHOOK_CHECKS",
     "Intake",
     "Webhook",
+    "check_webhook_abandon_undoes_each_step",
     "check_webhook_crash",
     "check_webhook_crash_after_each_step",
     "check_webhook_failure",

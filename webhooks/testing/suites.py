@@ -41,6 +41,9 @@ class WebhookSuite(Suite):
     # A method sign(body, *, event_type, delivery_id, occurred_at) returning a
     # SignedDelivery, for a verifier of one's own.
     sign = None
+    # Steps handlers: the steps whose effect stays on purpose when the unit
+    # gives up (a mail sent); every other step moving effects() needs an undo.
+    kept_steps: tuple[str, ...] = ()
 
     def webhook(self) -> deliveries.Webhook:
         return self._subject(deliveries.Webhook)
@@ -62,6 +65,15 @@ class WebhookSuite(Suite):
         if not deliveries.runs_steps_handlers(webhook):
             pytest.skip("not a steps handler (@on(..., steps=True))")
         deliveries.check_webhook_crash_after_each_step(webhook)
+
+    def test_a_unit_given_up_undoes_each_step_once_last_first(self):
+        """Steps handlers only: the unit is abandoned after its steps ran,
+        and again after its compensation died midway; ``effects()`` counts
+        what stands (``charges - refunds``)."""
+        webhook = self.webhook()
+        if not deliveries.runs_steps_handlers(webhook):
+            pytest.skip("not a steps handler (@on(..., steps=True))")
+        deliveries.check_webhook_abandon_undoes_each_step(webhook)
 
     def test_an_older_event_arriving_late_is_ignored(self):
         deliveries.check_webhook_order(self.webhook())

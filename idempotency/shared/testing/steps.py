@@ -19,8 +19,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from idempotency.shared.signals import step_done
+from idempotency.shared.steps.handle import UNDO_PREFIX
 
 from .clock import controlled_clock
 from .crashes import SimulatedCrash, die_then_rerun
@@ -29,24 +31,37 @@ from .guarantees import measure, once_verdict
 
 @dataclass
 class StepKills:
-    """The steps seen so far, and the one the unit was killed after, if any."""
+    """The steps seen so far, and the one the unit was killed after, if any;
+    with ``effects``, its reading as each step's and each undo's recovery
+    point committed."""
 
     kill_after: int | None = None
+    effects: Callable | None = None
     steps: list[str] = field(default_factory=list)
     killed: str | None = None
+    unit: str | None = None
+    readings: list = field(default_factory=list)
+    undos: list[tuple[str, Any]] = field(default_factory=list)
 
     def describe(self) -> str:
         return ", ".join(self.steps) or "none"
 
 
 @contextmanager
-def step_kills(kill_after: int | None = None) -> Iterator[StepKills]:
-    tracker = StepKills(kill_after)
+def step_kills(
+    kill_after: int | None = None, effects: Callable | None = None
+) -> Iterator[StepKills]:
+    tracker = StepKills(kill_after, effects)
 
-    def on_step(sender, *, step, undo=False, **kwargs):
+    def on_step(sender, *, step, unit=None, undo=False, **kwargs):
+        reading = None if effects is None else measure(effects)
         if undo:
-            return  # a compensation's own step: not the unit's work
+            # A compensation's own step: not the unit's work.
+            tracker.undos.append((step.removeprefix(UNDO_PREFIX), reading))
+            return
+        tracker.unit = unit
         tracker.steps.append(step)
+        tracker.readings.append(reading)
         if len(tracker.steps) == tracker.kill_after:
             tracker.killed = step
             raise SimulatedCrash(f"killed right after step {step!r}")

@@ -94,6 +94,9 @@ class TestShipSuite(ConsumerSuite):
 
     consumer = ship
     event_type = "payment.captured"
+    # The carrier takes no cancellation here: a booking stays when the unit
+    # gives up (tests/testing/test_compensations.py proves undos).
+    kept_steps = ("ship",)
 
     def payload(self):
         return payment()
