@@ -298,15 +298,20 @@ def write_back(
         return Counter()
     using = using or router.db_for_write(OutboxMessage)
     now = clock.now()
-    rows = []
-    for start in range(0, len(messages), WRITE_BACK_CHUNK):
-        chunk = messages[start : start + WRITE_BACK_CHUNK]
-        errors = {m.id: failed[m.id] for m in chunk if m.id in failed}
-        rows += _write_back_chunk(chunk, errors, now, using)
-    # SQLite returns the ids as text: read them as the model does.
-    to_uuid = OutboxMessage._meta.pk.to_python
-    states = {to_uuid(pk): state for pk, state in rows}
-    _report(messages, failed, states, now, using, started)
+    rows: list = []
+    try:
+        for start in range(0, len(messages), WRITE_BACK_CHUNK):
+            chunk = messages[start : start + WRITE_BACK_CHUNK]
+            errors = {m.id: failed[m.id] for m in chunk if m.id in failed}
+            rows += _write_back_chunk(chunk, errors, now, using)
+    finally:
+        # Each chunk commits on its own: when a later one fails, what the
+        # earlier ones wrote stands and is reported (inside a caller's
+        # transaction, the rollback drops the report with the rows).
+        # SQLite returns the ids as text: read them as the model does.
+        to_uuid = OutboxMessage._meta.pk.to_python
+        states = {to_uuid(pk): state for pk, state in rows}
+        _report(messages, failed, states, now, using, started)
     return Counter(state for _id, state in rows)
 
 

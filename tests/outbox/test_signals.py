@@ -4,7 +4,7 @@ import logging
 
 import pytest
 from django.contrib.auth.models import Permission
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.test.utils import override_settings
 
 from outbox import relay
@@ -112,3 +112,44 @@ def test_an_operators_requeue_is_sent_with_the_operator(
     assert heard.of("events_requeued") == [
         {"count": 1, "user": operator, "message_ids": [str(dead.id)]}
     ]
+
+
+@pytest.fixture
+def refusing_to_publish_poison():
+    """A trigger: PostgreSQL refuses to mark the event of aggregate "poison"
+    published (a write-back statement that fails, for real)."""
+    table = OutboxMessage._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION refuse_poison() RETURNS trigger AS $$ BEGIN "
+            "RAISE EXCEPTION 'poison refused'; END $$ LANGUAGE plpgsql"
+        )
+        cursor.execute(
+            f"CREATE TRIGGER refuse_poison BEFORE UPDATE ON {table} FOR EACH ROW "
+            "WHEN (NEW.aggregateid = 'poison' AND NEW.state = 'published') "
+            "EXECUTE FUNCTION refuse_poison()"
+        )
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TRIGGER refuse_poison ON {table}")
+        cursor.execute("DROP FUNCTION refuse_poison()")
+
+
+@pytest.mark.postgresql
+def test_events_a_write_back_chunk_committed_are_sent_when_a_later_chunk_fails(
+    refusing_to_publish_poison, monkeypatch, sent
+):
+    monkeypatch.setattr(relay, "WRITE_BACK_CHUNK", 2)
+    for aggregate_id in ("1", "2", "poison"):
+        with transaction.atomic():
+            record("order", aggregate_id, "order.created", {"n": 1})
+
+    with listening() as heard, pytest.raises(DatabaseError, match="poison refused"):
+        relay.drain(publisher=InMemoryPublisher(allow_in_memory=True))
+
+    published = OutboxMessage.objects.published()
+    assert sorted(published.values_list("aggregateid", flat=True)) == ["1", "2"]
+    # The first chunk's two events went out and their mark committed.
+    [batch] = heard.of("events_published")
+    assert batch["count"] == 2
+    assert len(batch["lags"]) == 2
