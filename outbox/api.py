@@ -66,14 +66,21 @@ def record(
     message_id = uuid.uuid4()
     # Headers the caller gave win over the create span's context and the
     # current unit's intent. A caller's traceparent wins with its own
-    # tracestate or none: the create span's describes another trace.
+    # tracestate or none: the create span's describes another trace. And
+    # the create span's traceparent goes with its own tracestate or none: a
+    # caller's tracestate given alone describes another trace too.
     created = tracing.created(aggregate_type, message_id)
-    if headers and tracing.TRACEPARENT in headers:
+    given = headers or {}
+    if tracing.TRACEPARENT in given:
         created = {}
+    elif created and tracing.TRACESTATE in given:
+        given = {
+            name: value for name, value in given.items() if name != tracing.TRACESTATE
+        }
     headers = {
         **created,
         **_intent_header(units.current_intent()),
-        **(headers or {}),
+        **given,
         MESSAGE_ID_HEADER: str(message_id),
     }
     # savepoint=False: joining the caller's transaction costs nothing, and a

@@ -111,6 +111,23 @@ def test_a_traceparent_the_caller_gives_never_takes_the_ambient_tracestate(spans
     assert "tracestate" not in headers
 
 
+def test_a_tracestate_the_caller_gives_alone_never_pairs_with_the_create_span(
+    spans, request_span
+):
+    # Without its traceparent, the caller's tracestate describes some other
+    # trace: beside the create span's traceparent it would tell consumers'
+    # vendors another story.
+    with request_span():
+        record_order(headers={"tracestate": "vendor=foreign"})
+
+    (create,) = named(spans, "create order")
+    headers = OutboxMessage.objects.get().headers
+    assert headers["traceparent"] == header_of(create)
+    assert "tracestate" not in headers
+    _, top = envelope(OutboxMessage.objects.get())
+    assert "tracestate" not in top
+
+
 def test_the_envelope_carries_the_context_in_top_level_headers(spans, request_span):
     with request_span():
         record_order()
