@@ -483,13 +483,15 @@ def _intent_from_task() -> str | None:
     )
 
 
-def _trace_context(kwargs) -> dict:
+def _trace_context(kwargs) -> Mapping:
     """Where the producer's trace context is: the ``headers`` keyword argument
     (our publishers' envelope), else the Celery task's own headers."""
     if not tracing.ENABLED:
         return {}
     headers = kwargs.get("headers")
-    if isinstance(headers, dict) and headers.get(tracing.TRACEPARENT):
+    # Any mapping, as the message id is read from: an HTTP push's
+    # request.headers, say, is not a dict.
+    if isinstance(headers, Mapping) and headers.get(tracing.TRACEPARENT):
         return headers
     task = current_task._get_current_object()  # type: ignore[attr-defined]
     if task is None or task.request.called_directly:

@@ -4,6 +4,7 @@ children of and what they link to (the OpenTelemetry messaging conventions)."""
 import pytest
 from django.db import transaction
 from django.db.models.signals import post_save
+from django.http.request import HttpHeaders
 from django.test import Client
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
@@ -299,6 +300,23 @@ def test_a_context_in_bytes_headers_is_parent_and_link(spans):
         headers={"once-message-id": b"m-5", "traceparent": TRACEPARENT.encode()},
     )
 
+    (process,) = named(spans, "process billing")
+    assert f"{process.parent.span_id:016x}" == span_id
+    assert [f"{link.context.span_id:016x}" for link in process.links] == [span_id]
+
+
+def test_a_context_in_headers_that_are_a_mapping_but_no_dict_is_parent_and_link(
+    spans,
+):
+    # An HTTP push subscription's consumer handing over request.headers: the
+    # message id is read from them, and so is the trace context.
+    span_id = TRACEPARENT.split("-")[2]
+    headers = HttpHeaders(
+        {"HTTP_ONCE_MESSAGE_ID": "m-6", "HTTP_TRACEPARENT": TRACEPARENT}
+    )
+    handle(payload={}, headers=headers)
+
+    assert InboxMessage.objects.get().message_id == "m-6"
     (process,) = named(spans, "process billing")
     assert f"{process.parent.span_id:016x}" == span_id
     assert [f"{link.context.span_id:016x}" for link in process.links] == [span_id]
