@@ -14,8 +14,9 @@ from .shared.steps.models import UnitRecord
 keys = Counter(
     "once_keys",
     "Keyed requests by what was decided: claimed, replayed, conflict, "
-    "mismatch or failed (with why it was not kept as the reason), or "
-    "released (a stuck key, by an operator).",
+    "mismatch, failed (with why it was not kept as the reason), refused "
+    "(with the problem type as the reason), or released (a stuck key, by an "
+    "operator).",
     ["operation", "mode", "outcome", "reason"],
 )
 
@@ -26,6 +27,11 @@ def _counting(outcome):
         keys.labels(operation, mode, outcome, reason).inc()
 
     return receiver
+
+
+def on_refused(sender, *, operation, mode, problem, **kwargs):
+    # The problem type is one of the keys' fixed few (idempotency.exceptions).
+    keys.labels(operation, mode, "refused", problem).inc()
 
 
 def on_released(sender, *, released, **kwargs):
@@ -40,6 +46,7 @@ RECEIVERS = [
     (signals.key_conflict, _counting("conflict")),
     (signals.key_mismatch, _counting("mismatch")),
     (signals.key_failed, _counting("failed")),
+    (signals.key_refused, on_refused),
     (signals.keys_released, on_released),
 ]
 

@@ -25,6 +25,10 @@ key_conflict = Signal()
 key_mismatch = Signal()
 # The view's work was rolled back: status, reason (one of FAILURES).
 key_failed = Signal()
+# Any other problem answer instead of the view: the key missing or malformed,
+# the anonymous scope's cap reached, an answer not kept or not shared...:
+# problem (its type). Sent at once: nothing was claimed.
+key_refused = Signal()
 # An operator released stuck keys in the console (the client's retry runs):
 # count, user, released (each key's operation, scope and unit; never a key).
 # The one signal of the keys not about a single request.
@@ -104,7 +108,7 @@ def failed(
 
 def refused(request, policy, exc) -> None:
     """A problem answer instead of the view: conflict, mismatch, a lost lease
-    (failed) or a refusal of the key itself (logged only)."""
+    (failed) or a refusal of the key itself (refused)."""
     claim = getattr(request, "idempotency", None) or None  # Keyless: None
     if isinstance(exc, LeaseLost):
         failed(claim, policy.mode, status=exc.status, reason=LEASE_LOST)
@@ -123,7 +127,7 @@ def refused(request, policy, exc) -> None:
     else:
         # Anyone can mint keys in the anonymous scope: its cap says someone did.
         level = logging.WARNING if exc.status == 429 else logging.INFO
-        _report.logger.log(level, message, fields, extra=fields)
+        _report(key_refused, level, message, **fields)
 
 
 def released(records, user, *, using: str) -> None:

@@ -52,3 +52,17 @@ def test_no_label_holds_the_key_or_the_scope(api, client):
     assert "once_keys_total" in text
     assert "secret-key-1234" not in text
     assert api.auth not in text and "alice" not in text
+
+
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_a_refused_key_is_counted_with_its_problem_as_the_reason(api, client):
+    before = scrape(client)
+
+    missing = api.post("/t/widgets/", {"name": "a"})
+    malformed = api.post("/t/widgets/", {"name": "a"}, key="bad key\x7f")
+
+    assert (missing.status_code, malformed.status_code) == (400, 400)
+    after = scrape(client)
+    for problem in ("key-missing", "key-malformed"):
+        counted = keys(after, "refused", problem) - keys(before, "refused", problem)
+        assert counted == 1, problem

@@ -122,6 +122,22 @@ def test_in_lease_mode_a_hook_raising_after_the_commit_is_no_failure(api):
     assert api.post("/t/charge/", {}, key=KEY).status_code == 201
 
 
+def test_a_refused_key_is_one_signal_with_its_problem_and_never_the_key(api):
+    with listening() as heard:
+        missing = api.post("/t/widgets/", {"name": "a"})
+        malformed = api.post("/t/widgets/", {"name": "a"}, key=KEY + " \x7f")
+
+    assert (missing.status_code, malformed.status_code) == (400, 400)
+    assert heard.names() == ["key_refused", "key_refused"]
+    # Refused before the scope was known: no scope, no unit.
+    unknown = {"operation": "widget.create", "mode": "atomic", "scope": "", "unit": ""}
+    assert heard.of("key_refused") == [
+        {**unknown, "problem": "key-missing"},
+        {**unknown, "problem": "key-malformed"},
+    ]
+    assert KEY not in repr(heard)
+
+
 def test_an_error_answer_and_a_validation_failure_are_failed_with_their_reason(api):
     views.faults["500"] = 1
     with listening() as heard:
