@@ -489,6 +489,13 @@ def _run_atomic(claim, store, records):
 
 def _run_atomic_once(claim, store, records):
     ran = False
+    # In a caller's transaction (ATOMIC_REQUESTS) the hooks run at its
+    # commit, outside this code: one of the view's that raises there would
+    # drop key_claimed, queued after it, with nothing here to send it again.
+    # Queued before the view's hooks instead, it is sent if the view succeeded.
+    succeeded: list | None = (
+        [] if transaction.get_connection(records.db).in_atomic_block else None
+    )
     try:
         with transaction.atomic(using=records.db):
             replay = _take(claim, records, lease=None)
@@ -496,7 +503,9 @@ def _run_atomic_once(claim, store, records):
                 signals.replayed(claim, ATOMIC, replay)
                 return replay
             ran = True
-            outcome = _run_view(claim, records, store)
+            if succeeded is not None:
+                _claimed_if_succeeded(claim, records, succeeded)
+            outcome = _run_view(claim, records, store, succeeded)
     except Invalid:
         # Rolled back with the claim: no record, or the earlier one restored.
         raise
@@ -525,7 +534,15 @@ class _Outcome(NamedTuple):
     recorded: bool = True
 
 
-def _run_view(claim, records, store) -> _Outcome:
+def _claimed_if_succeeded(claim, records, succeeded: list) -> None:
+    def send():
+        if succeeded:
+            signals.claimed(claim, ATOMIC, using=records.db)
+
+    transaction.on_commit(send, using=records.db)
+
+
+def _run_view(claim, records, store, succeeded: list | None = None) -> _Outcome:
     """Run the view in a savepoint of the claim's transaction (atomic mode).
 
     A failing view rolls back its own work but not the claim, which is marked
@@ -536,7 +553,10 @@ def _run_view(claim, records, store) -> _Outcome:
     """
     try:
         response = _store_in_block(claim, records, store)
-        signals.claimed(claim, ATOMIC, using=records.db)
+        if succeeded is None:
+            signals.claimed(claim, ATOMIC, using=records.db)
+        else:
+            succeeded.append(True)  # sent by the hook queued before the view
         return _Outcome(response)
     except _Discard as discard:
         _failed(

@@ -1,11 +1,13 @@
 """The keys' signals and logs: one per decision, never the raw key."""
 
+import contextlib
 import logging
 import re
 from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import connection
 from django.test import AsyncClient
 
 from idempotency.models import IdempotencyRecord
@@ -111,6 +113,32 @@ def test_a_hook_of_the_view_raising_after_the_commit_is_no_failure(api):
 
     assert replay.status_code == 201
     assert heard.names() == ["key_claimed", "key_replayed"]
+
+
+@pytest.mark.parametrize("fault", ["none", "on-commit", "raise"])
+def test_under_atomic_requests_a_claim_is_sent_once_its_work_commits(
+    api, monkeypatch, fault
+):
+    # The request's transaction commits after the view returns, and runs the
+    # hooks there: one of the view's raising must not drop key_claimed.
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
+    if fault != "none":
+        views.faults[fault] = 1
+    with listening() as heard:
+        with contextlib.suppress(views.BrokerDown, RuntimeError):
+            api.post("/t/widgets/", {"name": "a"}, key=KEY)
+        first = heard.names()
+        again = api.post("/t/widgets/", {"name": "a"}, key=KEY)
+
+    if fault == "raise":  # all rolled back, the failed record too: the retry runs
+        assert first == []
+        assert again.status_code == 201
+        assert heard.names() == ["key_claimed"]
+    else:  # committed: claimed once, and the retry replays it
+        assert first == ["key_claimed"]
+        assert again.status_code == 201
+        assert heard.names() == ["key_claimed", "key_replayed"]
+        assert Widget.objects.count() == 1
 
 
 def test_in_lease_mode_a_hook_raising_after_the_commit_is_no_failure(api):
