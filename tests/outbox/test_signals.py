@@ -153,3 +153,22 @@ def test_events_a_write_back_chunk_committed_are_sent_when_a_later_chunk_fails(
     [batch] = heard.of("events_published")
     assert batch["count"] == 2
     assert len(batch["lags"]) == 2
+
+
+@pytest.mark.parametrize("robust", [False, True], ids=["plain", "robust"])
+def test_a_callers_hook_raising_before_record_drops_recorded_unless_robust(robust):
+    # As docs/observability.md says: Django drops the hooks queued after one
+    # that raises; a robust one logs instead.
+    def enqueue_with_the_broker_down():
+        raise Boom
+
+    with listening() as heard:
+        try:
+            with transaction.atomic():
+                transaction.on_commit(enqueue_with_the_broker_down, robust=robust)
+                record("order", 7, "order.created", {"n": 1})
+        except Boom:
+            assert not robust
+
+    assert OutboxMessage.objects.count() == 1
+    assert heard.names() == (["event_recorded"] if robust else [])
