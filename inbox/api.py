@@ -1,6 +1,7 @@
 """Apply each message once: ``receive()`` and the ``@consumer`` decorator."""
 
 import functools
+import hashlib
 import json
 import logging
 import random
@@ -690,8 +691,20 @@ def _identity(task, args, kwargs) -> tuple[str, str]:
         # No usable message id (its lookup may be what failed: a message
         # without the field message_id= reads): named by the task id, which a
         # replay keeps. Raising here would requeue the message for ever.
-        message_id = task.request.id
+        message_id = _storable_task_id(task.request.id)
     return subscriber, message_id
+
+
+def _storable_task_id(task_id) -> str:
+    """``task_id`` as a dead row's message id. Another service's task id may
+    be one the column cannot hold (too long, a NUL): then its digest, the
+    same on every redelivery, so the row is found again, never a DataError
+    that requeues the message for ever."""
+    try:
+        return checked_message_id(task_id)
+    except MessageIdInvalid:
+        raw = _text(task_id).encode(errors="surrogatepass")
+        return f"sha256:{hashlib.sha256(raw).hexdigest()}"
 
 
 def _redrive(task, args, kwargs) -> dict | None:

@@ -524,3 +524,29 @@ def test_a_dead_message_routed_by_a_topic_key_is_replayed_to_its_queue(tmp_path)
             exchange(conn.channel()).delete()
             stray(conn.channel()).delete()
     assert current_app.conf.task_create_missing_queues  # what made the stray
+
+
+@pytest.mark.parametrize(
+    "task_id", ["t" * 300, "t\x001"], ids=["over-255-characters", "nul"]
+)
+def test_a_foreign_task_whose_id_the_column_cannot_hold_is_buried_not_requeued(
+    tmp_path, task_id
+):
+    # Another service's task with no message id header: its task id is the
+    # message id, refused, and burying it under that same id raised a
+    # DataError: the message was requeued and ran again, for ever.
+    from tests.inbox.consumers import flaky
+
+    def deliver():
+        return flaky.apply(
+            kwargs={"payload": {"runs": str(tmp_path / "runs")}, "headers": {}},
+            task_id=task_id,
+        )
+
+    assert deliver().state == "IGNORED"  # recorded dead, so acked
+    row = InboxMessage.objects.dead().get()
+    assert row.subscriber == "inbox-tests.flaky"
+    assert "MessageIdInvalid" in row.last_error
+    assert deliver().state == "IGNORED"  # its redelivery finds the same row
+    assert InboxMessage.objects.dead().get().pk == row.pk
+    assert not (tmp_path / "runs").exists()  # the consumer never ran
