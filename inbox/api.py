@@ -5,6 +5,7 @@ import hashlib
 import json
 import logging
 import random
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -312,10 +313,22 @@ def _text(value) -> str:
     """A message id as text. Bytes (a Kafka header's value, CloudEvents'
     ``ce_id`` among them) are decoded, not quoted: ``str(b"m1")`` is
     "b'm1'", another id than the same message's "m1" from a body. Bytes
-    UTF-8 cannot decode become lone surrogates, which the inbox refuses."""
+    UTF-8 cannot decode become lone surrogates, which the inbox refuses.
+
+    Any other type is refused: the text of a mapping, a list, a float or a
+    bool is no one's id (another producer's "True" would be its duplicate),
+    and an object's default text holds its address, another on each
+    redelivery, so each would be applied again."""
     if isinstance(value, bytes | bytearray):
         return bytes(value).decode(errors="surrogateescape")
-    return str(value)
+    if isinstance(value, str | uuid.UUID) or (
+        isinstance(value, int) and not isinstance(value, bool)
+    ):
+        return str(value)
+    raise MessageIdInvalid(
+        "A message id is text, bytes, an integer or a UUID, "
+        f"not {type(value).__name__}."
+    )
 
 
 def checked_intent(intent) -> str:
@@ -354,7 +367,9 @@ def intent_from(headers: Mapping | None = None) -> str | None:
 
 
 def message_id_from(headers: Mapping | None = None, body=None) -> str | None:
-    """Find the message id of a delivery: our header, Debezium's, CloudEvents'."""
+    """Find the message id of a delivery: our header, Debezium's, CloudEvents'.
+
+    Raises MessageIdInvalid for one that is no id (a mapping, a float...)."""
     found = _mapping(headers)
     for name in (MESSAGE_ID_HEADER, DEBEZIUM_HEADER, *CLOUDEVENTS_HEADERS):
         if _given(found.get(name)):
@@ -703,7 +718,7 @@ def _storable_task_id(task_id) -> str:
     try:
         return checked_message_id(task_id)
     except MessageIdInvalid:
-        raw = _text(task_id).encode(errors="surrogatepass")
+        raw = str(task_id).encode(errors="surrogatepass")
         return f"sha256:{hashlib.sha256(raw).hexdigest()}"
 
 

@@ -550,3 +550,53 @@ def test_a_foreign_task_whose_id_the_column_cannot_hold_is_buried_not_requeued(
     assert deliver().state == "IGNORED"  # its redelivery finds the same row
     assert InboxMessage.objects.dead().get().pk == row.pk
     assert not (tmp_path / "runs").exists()  # the consumer never ran
+
+
+class Opaque:
+    """An object whose text is its address: another on each redelivery."""
+
+
+@pytest.mark.parametrize(
+    "message_id",
+    [{"id": "m1"}, ["m1"], 1.5, True, Opaque()],
+    ids=["mapping", "list", "float", "bool", "object"],
+)
+def test_an_id_that_is_no_text_bytes_integer_or_uuid_is_refused_before_any_sql(
+    message_id,
+):
+    # Its text was taken as the id: an object's default text (its address)
+    # differs on each redelivery, which was applied again.
+    with (
+        CaptureQueriesContext(connection) as queries,
+        pytest.raises(MessageIdInvalid, match="text, bytes, an integer or a UUID"),
+        receive("stock", message_id),
+    ):
+        raise AssertionError("must not run")
+
+    assert len(queries) == 0
+    assert InboxMessage.objects.count() == 0
+
+
+def test_a_uuid_message_id_is_its_text():
+    event = uuid.uuid4()
+    assert not apply("stock", event).duplicate
+    assert apply("stock", str(event)).duplicate
+
+
+def test_a_foreign_message_whose_id_header_is_no_id_is_dead_at_once(tmp_path):
+    from tests.inbox.consumers import flaky
+
+    task_id = str(uuid.uuid4())
+    result = flaky.apply(
+        kwargs={
+            "payload": {"runs": str(tmp_path / "runs")},
+            "headers": {"once-message-id": {"value": "m1"}},
+        },
+        task_id=task_id,
+    )
+
+    assert result.state == "IGNORED"  # recorded dead, so acked
+    row = InboxMessage.objects.dead().get()
+    assert row.message_id == task_id
+    assert "not dict" in row.last_error  # the reason, in the console
+    assert not (tmp_path / "runs").exists()  # the consumer never ran
