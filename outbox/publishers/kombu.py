@@ -6,6 +6,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from amqp.exceptions import ChannelError
 from celery import current_app
 from kombu import Connection, Exchange, Queue
 from kombu.transport import virtual
@@ -187,12 +188,14 @@ class KombuPublisher(BasePublisher):
 
     def publish_many(self, messages):
         refused: dict = {}
+        # Retries after a channel error end here (see _publish_confirmed()).
+        deadline = time.monotonic() + self.confirm_timeout
         try:
             producer = self._producer()
             if self._is_virtual():
                 self._publish_routed(producer, messages, refused)
             else:
-                self._publish_confirmed(producer, messages, refused)
+                self._publish_confirmed(producer, messages, refused, deadline)
         except PublishError as exc:
             # No queue takes any of them; the connection itself is fine.
             for message in messages:
@@ -223,9 +226,10 @@ class KombuPublisher(BasePublisher):
             retry=False,
         )
 
-    def _publish_confirmed(self, producer, messages, refused):
+    def _publish_confirmed(self, producer, messages, refused, deadline):
         """RabbitMQ: send every message, then await all their confirms."""
         sent = {}
+        unsettled = []
         # Listening from the first publish: py-amqp may read acks while it
         # sends the next message.
         with _Confirms(producer.channel) as confirms:
@@ -262,7 +266,15 @@ class KombuPublisher(BasePublisher):
                     self._delivery_tag += 1
                     sent[self._delivery_tag] = message
                     confirms.unconfirmed.add(self._delivery_tag)
-            confirms.wait(self.connection, self.confirm_timeout)
+            try:
+                confirms.wait(self.connection, self.confirm_timeout)
+            except ChannelError:
+                # RabbitMQ closed the channel on one message (a body over its
+                # max_message_size): the ones it never confirmed go again one
+                # by one, so that message alone fails, not its batch.
+                if len(sent) < 2:
+                    raise
+                unsettled = [sent[tag] for tag in sorted(confirms.unconfirmed)]
             for tag in confirms.nacked:
                 refused[sent[tag].id] = PublishError(
                     f"The broker nacked {sent[tag].id}: it did not take it."
@@ -275,6 +287,27 @@ class KombuPublisher(BasePublisher):
                     f"routing key {message.aggregatetype!r}: the broker returned "
                     f"the message ({returned})."
                 )
+        if unsettled:
+            self._retry_alone(unsettled, refused, deadline)
+
+    def _retry_alone(self, messages, refused, deadline):
+        """Publish ``messages`` one by one on a new channel each time one
+        closes it, until ``deadline``: LEASE covers one confirm_timeout."""
+        self._reset()
+        for message in messages:
+            if time.monotonic() >= deadline:
+                refused[message.id] = PublishError(
+                    f"The broker closed the channel in {message.id}'s batch, "
+                    "and no time was left to publish it alone."
+                )
+                continue
+            try:
+                self._publish_confirmed(self._producer(), [message], refused, deadline)
+            except Exception as exc:
+                self._reset()
+                error = PublishError(f"Broker refused {message.id}: {exc}")
+                error.__cause__ = exc
+                refused[message.id] = error
 
     def _publish_routed(self, producer, messages, refused):
         """Redis: check each routing key against one read of the bindings,

@@ -454,6 +454,14 @@ class TestKombuPublisherOnRabbitMQ(KombuContract):
             str(m.id) for m in [*before, *after]
         ]
 
+    def test_a_body_over_the_brokers_max_message_size_fails_alone(self):
+        # RabbitMQ closes the channel (PRECONDITION_FAILED) on a body over its
+        # max_message_size (128 MiB by default): the whole batch sent with it
+        # failed, on every attempt, until its messages went dead.
+        bad = make_message(payload={"note": "x" * 128 * 1024 * 1024})
+        error = self.refused_alone(bad)
+        assert "message size" in str(error)
+
     def test_a_lost_connection_still_fails_the_whole_batch(self):
         bad = make_message(aggregatetype="é" * 200)
         messages = [make_message(), bad, make_message()]
