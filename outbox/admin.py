@@ -12,6 +12,7 @@ from idempotency.console import admin as console
 from idempotency.shared import clock
 
 from . import signals
+from .conf import outbox_settings
 from .kicks import relay_kicker
 from .models import OutboxMessage
 from .querysets import CLOCK_SKEW_ALLOWANCE
@@ -26,6 +27,11 @@ def _retrying():
 
 def _due(messages):
     return messages.due(clock.now())
+
+
+def _held(messages):
+    # Outside ORDERED mode a dead message holds nothing back.
+    return messages.held_by_dead() if outbox_settings.ORDERED else messages.none()
 
 
 @admin.register(OutboxMessage)
@@ -53,6 +59,7 @@ class OutboxMessageAdmin(console.ReadOnlyAdmin):
             _("delivery"),
             retrying=(_("failing, backing off"), lambda rows: rows.filter(_retrying())),
             due=(_("due now"), _due),
+            held=(_("held by a dead older message (ORDERED)"), _held),
         ),
         console.InputFilter.on("aggregatetype", _("aggregate type")),
         console.InputFilter.on("type", _("event type")),
@@ -75,6 +82,7 @@ class OutboxMessageAdmin(console.ReadOnlyAdmin):
         "published_at",
         "locked_until",
         "last_error",
+        "held_by",
         "pretty_headers",
         "pretty_payload",
     )
@@ -89,6 +97,17 @@ class OutboxMessageAdmin(console.ReadOnlyAdmin):
         return super().get_search_results(request, queryset, search_term)
 
     pretty_headers = console.json_field("headers", _("headers"))
+
+    @admin.display(description=_("held by"))
+    def held_by(self, message):
+        """The dead message that keeps this one from being published."""
+        if not outbox_settings.ORDERED or message.state != State.PENDING:
+            return "-"
+        holder = OutboxMessage.objects.using(message._state.db).dead_holding(message)
+        if holder is None:
+            return "-"
+        return _("%(id)s, dead: requeue it to publish this one") % {"id": holder.pk}
+
     pretty_payload = console.json_field("payload", _("payload"))
     has_requeue_permission = console.action_permission("requeue")
 

@@ -38,21 +38,42 @@ class OutboxMessageQuerySet(models.QuerySet["OutboxMessage"]):
     def first_unpublished_of_their_aggregate(self):
         """Messages no older unpublished (pending, leased or dead) message of
         their aggregate precedes: the ones an ordered relay may publish."""
-        older = (
-            self.model._default_manager.filter(
-                aggregatetype=models.OuterRef("aggregatetype"),
-                aggregateid=models.OuterRef("aggregateid"),
-            )
-            .exclude(state=self.model.State.PUBLISHED)
-            .filter(
-                models.Q(created_at__lt=models.OuterRef("created_at"))
-                | models.Q(
-                    created_at=models.OuterRef("created_at"),
-                    id__lt=models.OuterRef("id"),
-                )
-            )
+        older = self._older_of_their_aggregate().exclude(
+            state=self.model.State.PUBLISHED
         )
         return self.filter(~models.Exists(older))
+
+    def held_by_dead(self):
+        """Pending messages an older dead message of their aggregate holds:
+        in ORDERED mode they wait until it is requeued."""
+        older = self._older_of_their_aggregate().filter(state=self.model.State.DEAD)
+        return self.pending().filter(models.Exists(older))
+
+    def dead_holding(self, message):
+        """The oldest dead message of ``message``'s aggregate older than it."""
+        return (
+            self.dead()
+            .filter(
+                models.Q(created_at__lt=message.created_at)
+                | models.Q(created_at=message.created_at, id__lt=message.id),
+                aggregatetype=message.aggregatetype,
+                aggregateid=message.aggregateid,
+            )
+            .order_by("created_at", "id")
+            .first()
+        )
+
+    def _older_of_their_aggregate(self):
+        """A subquery: the messages of the outer row's aggregate before it."""
+        return self.model._default_manager.filter(
+            models.Q(created_at__lt=models.OuterRef("created_at"))
+            | models.Q(
+                created_at=models.OuterRef("created_at"),
+                id__lt=models.OuterRef("id"),
+            ),
+            aggregatetype=models.OuterRef("aggregatetype"),
+            aggregateid=models.OuterRef("aggregateid"),
+        )
 
     def purgeable(self, now, retention):
         """Published rows older than the retention; never an unpublished one."""

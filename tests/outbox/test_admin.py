@@ -277,3 +277,28 @@ def test_a_requeue_locks_and_writes_where_writes_go(
 
     dead.refresh_from_db()
     assert dead.state == "pending"
+
+
+@override_settings(OUTBOX={**IN_MEMORY, "ORDERED": True})
+def test_a_message_a_dead_one_holds_is_listed_and_names_it(
+    client, operator, make_messages
+):
+    # ORDERED: a dead message holds its aggregate until requeued. Its later
+    # messages looked merely "pending" and "due now", with nothing saying
+    # why no relay ever took them.
+    now = timezone.now()
+    dead, held = make_messages(2, aggregate_id="order-7")
+    OutboxMessage.objects.filter(pk=dead.pk).update(
+        state=OutboxMessage.State.DEAD, created_at=now - timedelta(seconds=1)
+    )
+    (other,) = make_messages(1, aggregate_id="order-8")
+    client.force_login(operator)
+
+    listed = client.get(CHANGELIST + "?delivery=held").context["cl"].result_list
+    assert [m.pk for m in listed] == [held.pk]
+    page = client.get(f"{CHANGELIST}{held.pk}/change/").content.decode()
+    assert str(dead.pk) in page
+    assert (
+        str(dead.pk)
+        not in client.get(f"{CHANGELIST}{other.pk}/change/").content.decode()
+    )
