@@ -75,6 +75,8 @@ NOT_A_SHARED_SERVER = {
     # tests/idempotency/shared/test_kicks.py: a port held bound, nothing on it
     "redis://127.0.0.1:{}/0",
     "amqp://127.0.0.1:{}//",
+    # tests/outbox/test_publishers.py: a listener that never answers
+    "amqp://127.0.0.1:{port}//",
     # tests/inbox/test_checks.py: a URL kombu cannot read
     "redis://localhost:notaport/0",
 }

@@ -1,6 +1,7 @@
 """A publisher that sends each event as a Celery task."""
 
 import contextlib
+import time
 from typing import Any
 
 from celery import Celery, current_app
@@ -23,8 +24,9 @@ class CeleryTaskPublisher(BasePublisher):
     so is a task name this process's Celery app does not know, which a worker
     would discard ("Received unregistered task"). When the tasks live in
     another codebase's workers, say so with ``remote_tasks=True``. On
-    RabbitMQ each task waits for the broker's ack, at most
-    ``confirm_timeout`` seconds.
+    RabbitMQ each task waits for the broker's ack; a batch's tasks wait at
+    most ``confirm_timeout`` seconds in all, and those left when it runs out
+    fail unsent (the lease covers that wait, not one per task).
 
     Celery declares the queue it sends to (``queue``, else its default queue;
     a name it does not know is created, unless ``task_create_missing_queues``
@@ -74,7 +76,7 @@ class CeleryTaskPublisher(BasePublisher):
         self.connection: Any = None
 
     def longest_wait(self) -> float:
-        # Each task awaits its own ack: one task's wait at least.
+        # A batch's tasks await their acks within one confirm_timeout.
         return self.confirm_timeout
 
     def get_app(self) -> Celery:
@@ -125,6 +127,29 @@ class CeleryTaskPublisher(BasePublisher):
         return name
 
     def publish(self, message):
+        self._publish(message, self.confirm_timeout)
+
+    def publish_many(self, messages):
+        # One window for the whole batch, as its lease covers: a broker that
+        # stalls (or blocks publishers on a resource alarm) made each task
+        # wait its own connect and ack, and the batch outlived its lease.
+        deadline = time.monotonic() + self.confirm_timeout
+        refused = {}
+        for message in messages:
+            remaining = deadline - time.monotonic()
+            try:
+                if remaining <= 0:
+                    raise PublishError(
+                        f"Not sent: the broker took the batch's whole "
+                        f"confirm_timeout ({self.confirm_timeout} s) before "
+                        f"{message.id}."
+                    )
+                self._publish(message, remaining)
+            except Exception as exc:  # that message's failed attempt
+                refused[message.id] = exc
+        return refused
+
+    def _publish(self, message, confirm_timeout: float):
         name = self.task_for(message.type)
         payload, headers = envelope(message)
         try:
@@ -146,7 +171,7 @@ class CeleryTaskPublisher(BasePublisher):
                 queue=self.queue,
                 producer=self.producer,
                 retry=False,
-                confirm_timeout=self.confirm_timeout,
+                confirm_timeout=confirm_timeout,
             )
         except Exception as exc:
             # The connection may be broken (a lost link; on RabbitMQ a frame

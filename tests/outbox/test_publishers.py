@@ -1,6 +1,9 @@
 """Every publisher passes one contract, against the real brokers."""
 
 import contextlib
+import socket
+import threading
+import time
 import uuid
 
 import pytest
@@ -768,6 +771,38 @@ class TestCeleryTaskPublisher(PublisherContract):
             assert [m.headers["id"] for m in got] == [str(before.id), str(after.id)]
         finally:
             delete_queues(AMQP_URL, self.queue)
+
+    def test_a_batch_to_a_stalled_broker_waits_no_longer_than_the_lease_covers(
+        self,
+    ):
+        # A broker that takes connections and never answers (stalled, or
+        # blocked by a resource alarm): each task of a batch waited its own
+        # connect and ack, so a batch outlived its lease by far (500 tasks x
+        # 30 s), and other relays claimed and published it again meanwhile.
+        app = Celery(set_as_current=False)
+        app.conf.broker_connection_timeout = 0.3
+        with contextlib.closing(socket.create_server(("127.0.0.1", 0))) as hole:
+            held = []
+            threading.Thread(
+                target=lambda: held.extend(iter(hole.accept, None)), daemon=True
+            ).start()
+            port = hole.getsockname()[1]
+            publisher = CeleryTaskPublisher(
+                tasks={"order.created": "billing.on_order_created"},
+                broker_url=f"amqp://127.0.0.1:{port}//",
+                app=app,
+                remote_tasks=True,
+                confirm_timeout=1,
+            )
+            messages = [make_message() for _ in range(10)]
+            with publisher:
+                started = time.monotonic()
+                refused = publisher.publish_many(messages)
+                took = time.monotonic() - started
+
+        assert set(refused) == {m.id for m in messages}
+        # One connect may start before the window closes.
+        assert took < publisher.longest_wait() + 0.3 + 0.5
 
     def test_an_event_type_without_a_task_fails_loudly(self):
         with (
