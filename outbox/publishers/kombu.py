@@ -226,8 +226,9 @@ class KombuPublisher(BasePublisher):
             retry=False,
         )
 
-    def _publish_confirmed(self, producer, messages, refused, deadline):
-        """RabbitMQ: send every message, then await all their confirms."""
+    def _publish_confirmed(self, producer, messages, refused, deadline, wait=None):
+        """RabbitMQ: send every message, then await all their confirms (for
+        ``wait`` seconds, confirm_timeout when None)."""
         sent = {}
         unsettled = []
         # Listening from the first publish: py-amqp may read acks while it
@@ -267,7 +268,7 @@ class KombuPublisher(BasePublisher):
                     sent[self._delivery_tag] = message
                     confirms.unconfirmed.add(self._delivery_tag)
             try:
-                confirms.wait(self.connection, self.confirm_timeout)
+                confirms.wait(self.connection, wait or self.confirm_timeout)
             except ChannelError:
                 # RabbitMQ closed the channel on one message (a body over its
                 # max_message_size): the ones it never confirmed go again one
@@ -302,7 +303,11 @@ class KombuPublisher(BasePublisher):
                 )
                 continue
             try:
-                self._publish_confirmed(self._producer(), [message], refused, deadline)
+                # Each wait ends by the deadline too, so the batch still ends
+                # within the lease's connect and confirm_timeout.
+                left = max(0.001, deadline - time.monotonic())
+                producer = self._producer()
+                self._publish_confirmed(producer, [message], refused, deadline, left)
             except Exception as exc:
                 self._reset()
                 error = PublishError(f"Broker refused {message.id}: {exc}")
