@@ -71,6 +71,20 @@ def test_the_checks_page_lists_every_check_id():
     assert sorted(in_code - documented) == [], "add them to docs/checks.md"
 
 
+def test_each_check_row_names_every_setting_it_checks():
+    # A reader looks a check id up there: its row must name the key at fault.
+    rows = dict(
+        re.findall(r"^\| `([a-z]+\.[EW]\d{3})` \| (.*) \|$", _page("checks.md"), re.M)
+    )
+    unnamed = [
+        f"{option.check_id}: {title}[{key!r}]"
+        for title, _introduction, options in load_reference().tables()
+        for key, option in options.items()
+        if key not in rows.get(option.check_id, "")
+    ]
+    assert unnamed == [], "name these keys in their rows of docs/checks.md"
+
+
 # A problem type: an exception's ``type``, a literal ``slug=``, and for refused
 # webhooks "webhook-" + each reason a verifier raises.
 PROBLEM_TYPE = re.compile(r'^\s+type = "([a-z-]+)"$|slug="([a-z-]+)"', re.M)
