@@ -420,7 +420,10 @@ def consumer(
 
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            found = _resolve(message_id, args, kwargs)
+            # Checked before the span: a producer's id the inbox refuses (a
+            # megabyte, or a lone surrogate no exporter can encode) must not
+            # become its attribute.
+            found = checked_message_id(_resolve(message_id, args, kwargs))
             carried = _intent_of(intent, args, kwargs)
             if steps:
                 last = _last_attempt()

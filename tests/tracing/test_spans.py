@@ -15,6 +15,7 @@ from opentelemetry.trace.propagation.tracecontext import (
 )
 
 from inbox.api import consumer, consumer_task
+from inbox.exceptions import MessageIdInvalid
 from inbox.models import InboxMessage
 from outbox import relay
 from outbox.api import record
@@ -328,6 +329,23 @@ def test_a_malformed_context_is_neither_parent_nor_link(spans):
     (process,) = named(spans, "process billing")
     assert process.parent is None
     assert list(process.links) == []
+
+
+@pytest.mark.parametrize(
+    "refused", [b"m-\xff", "m" * 256], ids=["not-utf-8", "too-long"]
+)
+def test_a_message_id_the_inbox_refuses_never_reaches_a_span(spans, refused):
+    # A foreign producer chose it: an exporter would ship it as it came (a
+    # megabyte of it, or the lone surrogate a non-UTF-8 one decodes to, which
+    # OTLP's protobuf cannot encode: the whole export batch would be lost).
+    with pytest.raises(MessageIdInvalid):
+        handle(
+            payload={},
+            headers={"once-message-id": refused, "traceparent": TRACEPARENT},
+        )
+
+    assert named(spans, "process billing") == []
+    assert not InboxMessage.objects.exists()
 
 
 @pytest.fixture
