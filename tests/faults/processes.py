@@ -158,6 +158,7 @@ def celery_worker(
     queue,
     *,
     pool="solo",
+    concurrency=1,
     broker_url=REDIS_URL,
     app="tests.faults.worker",
     settings="tests.faults.settings",
@@ -174,7 +175,7 @@ def celery_worker(
     log_path = log_dir / "worker.log"
     command = [sys.executable, "-m", "celery", "-A", app, "worker"]
     # -l info: the log names each task run, for the tests and their failures.
-    options = ["-P", pool, "-c", "1", "-Q", queue, "-l", "info"]
+    options = ["-P", pool, "-c", str(concurrency), "-Q", queue, "-l", "info"]
     # No gossip, mingle or heartbeat: one worker per queue, and a quick start.
     quiet = ["--without-gossip", "--without-mingle", "--without-heartbeat"]
     name = ["-n", f"faults-{uuid.uuid4().hex[:8]}@%h"]
