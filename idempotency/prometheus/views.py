@@ -26,5 +26,11 @@ def metrics_view(request):
 
     from .collector import served_registry
 
-    encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+    try:
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+    except (TypeError, ValueError):
+        # It fails on a version it cannot read ("version=abc"): whoever
+        # reaches the view would make a 500 per request, each logged as an
+        # error. Answered in the text format every scraper reads.
+        encoder, content_type = choose_encoder("")
     return HttpResponse(encoder(served_registry()), content_type=content_type)

@@ -53,6 +53,21 @@ def test_the_view_answers_openmetrics_to_a_scraper_that_asks_for_it(client):
     assert answer.content.endswith(b"# EOF\n")
 
 
+@override_settings(IDEMPOTENCY=METRICS_ON)
+@pytest.mark.parametrize(
+    "accept",
+    ["application/openmetrics-text; version=abc", "text/plain; version=1..0"],
+)
+def test_an_unreadable_version_in_accept_answers_the_text_format(client, accept):
+    # prometheus-client's choose_encoder() raises on it: whoever reaches the
+    # view made a 500 per request, each logged as an error (mailed to ADMINS).
+    answer = client.get("/metrics", headers={"Accept": accept})
+
+    assert answer.status_code == 200
+    assert answer["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert b"once_outbox_events_total" in answer.content
+
+
 def test_a_site_wide_cache_never_answers_a_scrape_with_an_old_one(client):
     # Django's per-site cache keeps a GET's 200 for CACHE_MIDDLEWARE_SECONDS:
     # every scrape would read the counters and gauges of the first.
