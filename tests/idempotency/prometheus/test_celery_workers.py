@@ -57,7 +57,7 @@ def test_one_scrape_of_a_worker_adds_up_every_pool_process(tmp_path):
     ) as worker:
         wait_for_port(port)
         # Rounds until both pool processes have run some (a bounded number).
-        for _round in range(10):
+        for _round in range(20):
             for _ in range(10):
                 send_task(
                     "faults.count_the_message",
