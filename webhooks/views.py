@@ -3,6 +3,7 @@
 import hashlib
 import json
 
+from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import ImproperlyConfigured
 from django.db import router, transaction
 from django.http import HttpResponse
@@ -45,7 +46,8 @@ class WebhookView(View):
     def as_view(cls, **initkwargs):
         # Exempt the view function once, as DRF's APIView does: a
         # method_decorator on dispatch would wrap it again on every request.
-        return csrf_exempt(super().as_view(**initkwargs))
+        # Providers never log in: LoginRequiredMiddleware must let them by.
+        return login_not_required(csrf_exempt(super().as_view(**initkwargs)))
 
     def post(self, request, source):
         delivery = None

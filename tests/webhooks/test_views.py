@@ -481,6 +481,23 @@ def test_a_url_without_its_trailing_slash_is_received_not_redirected(settings):
     assert WebhookReceipt.objects.get().delivery_id == "evt_1"
 
 
+def test_a_project_requiring_login_everywhere_still_receives_deliveries(settings):
+    # Django's LoginRequiredMiddleware redirects every view not marked
+    # login_not_required to the login page: providers never log in, and a
+    # 302 fails each delivery.
+    settings.MIDDLEWARE = [
+        *settings.MIDDLEWARE,
+        "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    ]
+    body = signing.event_body()
+
+    with_slash = post("/webhooks/github/", body, signing.github_headers(body))
+    without = post("/webhooks/github", body, signing.github_headers(body))
+
+    assert (with_slash.status_code, without.status_code) == (202, 200)
+    assert WebhookReceipt.objects.get().delivery_id == "evt_1"
+
+
 def test_no_debug_setting_or_header_bypasses_verification(settings):
     settings.DEBUG = True
     body = signing.event_body()

@@ -34,6 +34,19 @@ def test_an_unknown_type_is_404(client):
     assert client.get("/problems/no-such-thing").status_code == 404
 
 
+def test_the_pages_are_served_in_a_project_requiring_login_everywhere(client, settings):
+    # The type URIs are followed by API clients and their developers, who
+    # have no session: LoginRequiredMiddleware must not send them to a login.
+    settings.MIDDLEWARE = [
+        *settings.MIDDLEWARE,
+        "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    ]
+
+    pages = [client.get(path) for path in ("/problems/", "/problems/key-missing")]
+
+    assert [page.status_code for page in pages] == [200, 200]
+
+
 def test_the_page_is_parsed_into_one_section_per_type():
     docs = problem_types()
     assert docs.title == "Problem types"
