@@ -470,8 +470,10 @@ def _replay_at_one_read(claim, records):
     request hash and ``responses.replay`` another session.
     """
     record = records.read_key(claim.scope, claim.operation, claim.key)
+    if record is None:
+        return None  # a first request: it reads no clock here
     now = clock.now()
-    if record is None or not _is_final(record, now):
+    if not _is_final(record, now):
         return None
     return _decide(claim, records, record, now, locked_until=None)
 
