@@ -203,13 +203,14 @@ class IdempotencyRecordQuerySet(models.QuerySet["IdempotencyRecord"]):
         when the key was there (the caller locks and reads its record)."""
         connection = connections[self.db]
         statements = _prepare(self.model, connection)[0]
+        # state and attempts take the model's defaults (pending, the first
+        # attempt), which the INSERT's shape prepared once: every keyed
+        # request's claim passes here.
         values = {
             "scope": scope,
             "operation": operation,
             "key": key,
             "request_hash": request_hash,
-            "state": self.model.State.PENDING,
-            "attempts": 1,
             "locked_until": locked_until,
             "created_at": now,
             "expires_at": expires_at,
