@@ -10,7 +10,7 @@ from django.utils.cache import has_vary_header
 from rest_framework.response import Response
 
 from . import signals
-from .conf import NEVER_REPLAYED, idempotency_settings
+from .conf import idempotency_settings
 from .exceptions import AnswerNotKept, AnswerNotShared
 
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -38,9 +38,8 @@ def is_storable(status_code: int) -> bool:
 
 
 def replay_header_names() -> tuple[str, ...]:
-    extra = tuple(idempotency_settings.REPLAY_HEADERS)
-    names = ALWAYS_REPLAYED + extra
-    return tuple(name for name in names if name.lower() not in NEVER_REPLAYED)
+    # Set-Cookie is in neither: the setting refuses it (idempotency.E009).
+    return ALWAYS_REPLAYED + idempotency_settings.REPLAY_HEADERS
 
 
 @dataclass(frozen=True)
