@@ -70,6 +70,8 @@ class OutboxMessageAdmin(console.ReadOnlyAdmin):
     date_hierarchy = "created_at"
     actions = ["requeue"]
     version_field = "attempts"  # each relay's claim raises it
+    # Whatever the application recorded, unbounded: read on a row's own page.
+    heavy_fields = ("payload", "headers")
     fields = (
         "id",
         "aggregatetype",

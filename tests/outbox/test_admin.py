@@ -6,7 +6,9 @@ from datetime import timedelta
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
+from django.db import connection
 from django.test import Client, override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from idempotency.shared import retention
@@ -302,3 +304,30 @@ def test_a_message_a_dead_one_holds_is_listed_and_names_it(
         str(dead.pk)
         not in client.get(f"{CHANGELIST}{other.pk}/change/").content.decode()
     )
+
+
+def test_the_list_and_a_requeue_of_every_row_leave_payloads_unread(
+    client, operator, make_messages
+):
+    # A payload is whatever the application recorded, unbounded: a page read
+    # 50 for nothing, and a requeue across the list held every one in memory.
+    make_messages(3, state="dead", attempts=10)
+    (message,) = make_messages(1)
+    grant_requeue(operator)
+    client.force_login(operator)
+
+    with CaptureQueriesContext(connection) as listed:
+        assert client.get(CHANGELIST).status_code == 200
+    with CaptureQueriesContext(connection) as requeued:
+        answer = client.post(
+            CHANGELIST,
+            {"action": "requeue", "select_across": "1", "_selected_action": ["0"]},
+            follow=True,
+        )
+    with CaptureQueriesContext(connection) as shown:
+        assert client.get(f"{CHANGELIST}{message.pk}/change/").status_code == 200
+
+    assert "Requeued 3 messages." in answer.content.decode()
+    read = [q["sql"] for q in [*listed, *requeued] if '"payload"' in q["sql"]]
+    assert read == []
+    assert [q for q in shown if '"payload"' in q["sql"]]
