@@ -38,6 +38,9 @@ class InboxMessageAdmin(console.ReadOnlyAdmin):
     search_help_text = _("Exact message id (the outbox id for our own events).")
     date_hierarchy = "received_at"
     actions = ["replay"]
+    # The producer's arguments, payload included, unbounded: read on a
+    # message's own page, and by a replay a batch at a time.
+    heavy_fields = ("redrive",)
     fields = (
         "subscriber",
         "message_id",
@@ -60,15 +63,19 @@ class InboxMessageAdmin(console.ReadOnlyAdmin):
         # replay, or a click on a row applied meanwhile, applies nothing twice.
         # Read where writes go: a replica behind it still lists dead a
         # message a redelivery has applied since.
-        dead = list(queryset.dead().using(router.db_for_write(InboxMessage)))
+        using = router.db_for_write(InboxMessage)
+        dead = list(queryset.dead().using(using))  # without their redrive
         # Left dead like a compensated one, but with its undos unfinished.
         compensating = ops.still_compensating(dead)
         sent, error = [], None
         try:
-            # Their units read per batch, not per message: thousands
-            # selected would otherwise take a query each.
+            # Per batch, their units and their redrive: thousands selected
+            # would otherwise take a query each, or hold every payload at once.
             for start in range(0, len(dead), REPLAY_BATCH):
-                for message in ops.replay_each(dead[start : start + REPLAY_BATCH]):
+                pks = [message.pk for message in dead[start : start + REPLAY_BATCH]]
+                loaded = InboxMessage.objects.using(using).in_bulk(pks)
+                batch = [loaded[pk] for pk in pks if pk in loaded]
+                for message in ops.replay_each(batch):
                     sent.append(message)
         except Exception as exc:  # the broker is unreachable
             # The rest would wait on the broker in turn: stop, and say so.

@@ -1,13 +1,15 @@
 """Inbox messages in the console and their retention."""
 
 import logging
+import re
 from datetime import timedelta
 
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
-from django.db import transaction
+from django.db import connection, transaction
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from idempotency.shared import retention
@@ -355,3 +357,36 @@ def test_a_replay_reads_the_messages_and_their_units_where_writes_go(
             replay(row.pk)
 
     assert sent == []
+
+
+IDS_READ = re.compile(r'"inbox_message"\."id" IN \(([^)]*)\)')
+
+
+def test_the_list_and_a_replay_of_every_row_read_arguments_a_batch_at_a_time(
+    replay, client, monkeypatch
+):
+    # A redrive holds the producer's payload, unbounded: a page read 50 for
+    # nothing, and a replay across the list held every one in memory at once.
+    monkeypatch.setattr("inbox.admin.REPLAY_BATCH", 2)
+    monkeypatch.setattr("inbox.ops.current_app.send_task", lambda *a, **k: None)
+    rows = [dead(f"m{n}") for n in range(5)]
+
+    with CaptureQueriesContext(connection) as listed:
+        assert client.get("/admin/inbox/inboxmessage/").status_code == 200
+    with CaptureQueriesContext(connection) as replayed:
+        answer = client.post(
+            "/admin/inbox/inboxmessage/",
+            {"action": "replay", "select_across": "1", "_selected_action": ["0"]},
+            follow=True,
+        )
+    with CaptureQueriesContext(connection) as shown:
+        page = client.get(f"/admin/inbox/inboxmessage/{rows[0].pk}/change/")
+
+    assert "Replayed 5 messages." in answer.content.decode()
+    assert not [q for q in listed if '"redrive"' in q["sql"]]
+    reads = [q["sql"] for q in replayed if 'inbox_message"."redrive"' in q["sql"]]
+    batches = [IDS_READ.search(sql) for sql in reads]
+    assert all(batches), reads
+    assert sorted(len(ids.group(1).split(",")) for ids in batches) == [1, 2, 2]
+    assert "inbox-tests-replayed" in page.content.decode()
+    assert [q for q in shown if '"redrive"' in q["sql"]]
