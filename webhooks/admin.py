@@ -341,14 +341,15 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
 
     def _confirm_reprocess(self, request, queryset):
         done = queryset.filter(state__in=WebhookReceipt.FINISHED)
-        selected = list(queryset.values_list("pk", flat=True))
+        selected = _selected_ids(queryset)
+        if selected is None:
+            return self._refuse_too_many(request, queryset)
         # The version of each receipt the operator is shown.
         versions = " ".join(
             f"{pk}:{attempts}" for pk, attempts in done.values_list("pk", "attempts")
         )
         if _too_big_to_post(selected, versions):
-            self.message_user(request, _too_many_message(len(selected)), messages.ERROR)
-            return None
+            return self._refuse_too_many(request, queryset)
         steps_finished = _steps_finished(done)
         return TemplateResponse(
             request,
@@ -369,9 +370,28 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
             },
         )
 
+    def _refuse_too_many(self, request, queryset) -> None:
+        count = queryset.count()
+        self.message_user(request, _too_many_message(count), messages.ERROR)
+
 
 # Room for the confirmation form's other fields (its CSRF token, the action).
 FORM_FIELDS_ROOM = 1024
+# The fewest bytes an id takes in the form: a digit and a separator.
+ID_MIN_BYTES = 2
+
+
+def _selected_ids(queryset) -> list[int] | None:
+    """The ids of ``queryset``, or None when more than the confirmation form
+    could post: read no further than that, so a selection across millions
+    of receipts is refused without loading them."""
+    ids = queryset.values_list("pk", flat=True)
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if limit is None:
+        return list(ids)
+    most = max(0, limit - FORM_FIELDS_ROOM) // ID_MIN_BYTES
+    selected = list(ids[: most + 1])
+    return None if len(selected) > most else selected
 
 
 def _too_big_to_post(selected, versions: str) -> bool:

@@ -7,8 +7,9 @@ from datetime import timedelta
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
-from django.db import transaction
+from django.db import connection, transaction
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from idempotency.shared.steps import Abandon
@@ -17,6 +18,7 @@ from idempotency.shared.units import WEBHOOKS, Unit
 from tests.conftest import given_up_unit, run_concurrently
 from tests.signals import listening
 from webhooks import processing
+from webhooks.admin import FORM_FIELDS_ROOM
 from webhooks.models import WebhookReceipt, WebhookRejection
 
 pytestmark = pytest.mark.django_db
@@ -748,3 +750,34 @@ def test_force_reprocess_reads_the_receipts_units_where_writes_go(
     assert "1 receipt was left alone" in answer.content.decode()
     left = WebhookReceipt.objects.using("default").get(pk=done.pk)
     assert (left.state, left.attempts) == ("processed", 0)
+
+
+def test_a_selection_too_big_to_confirm_is_refused_before_its_ids_are_read(
+    client, operator, settings
+):
+    # Each id takes two bytes of the form at least: past that, the selection
+    # cannot fit. Every id of a select-all over millions of receipts was
+    # read, and their versions written out, only to be refused.
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = FORM_FIELDS_ROOM + 20
+    done = [receipt(f"d{n}", "processed") for n in range(30)]
+    grant(operator, "reprocess_webhookreceipt")
+    client.force_login(operator)
+    data = {
+        "action": "force_reprocess",
+        "_selected_action": [done[0].pk],
+        "select_across": "1",
+    }
+
+    with CaptureQueriesContext(connection) as queries:
+        assert client.post(CHANGELIST, data).status_code == 302
+    ids_read = [
+        q["sql"]
+        for q in queries
+        if '"webhooks_webhookreceipt"."id"' in q["sql"].split(" FROM ")[0]
+    ]
+
+    assert ids_read
+    assert all(" LIMIT 11" in sql for sql in ids_read), ids_read
+    assert "30 receipts are more than one confirmation page can carry" in (
+        client.get(CHANGELIST).content.decode()
+    )
