@@ -22,7 +22,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from ..shared import clock
-from .panels import COUNT_CAP
+from .panels import COUNT_CAP, count_up_to
 
 
 class CappedPaginator(Paginator):
@@ -32,10 +32,21 @@ class CappedPaginator(Paginator):
     CAP = COUNT_CAP
 
     @cached_property
-    def count(self) -> int:
+    def found(self) -> int:
+        """The rows, counted no further than one past the cap."""
         # Unordered: an ORDER BY under the LIMIT would walk the sort index.
         rows: QuerySet = self.object_list  # type: ignore[assignment]
-        return rows.order_by()[: self.CAP].count()
+        return count_up_to(rows.order_by(), self.CAP)
+
+    @property
+    def count(self) -> int:
+        return min(self.found, self.CAP)
+
+    @property
+    def capped(self) -> bool:
+        """More rows than the count says: the list warns that an action on
+        "Select all" changes every one of them."""
+        return self.found > self.CAP
 
 
 class Badge:

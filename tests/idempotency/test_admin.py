@@ -322,3 +322,35 @@ def test_a_release_locks_and_writes_where_writes_go(
 
     stuck.refresh_from_db()
     assert stuck.state == "failed"
+
+
+def test_a_list_past_the_cap_says_select_all_changes_more_than_its_count(
+    client, staff, monkeypatch
+):
+    # The list counts 3 and offers "Select all 3 idempotency records"; an
+    # action across it changes all 5: an operator must not take the cap for
+    # the rows a release (an abandon, a replay) will change.
+    from idempotency.console.admin import CappedPaginator
+
+    monkeypatch.setattr(CappedPaginator, "CAP", 3)
+    for i in range(3):
+        make_record(f"k{i}")
+    grant(staff, "release_idempotencyrecord")
+    client.force_login(staff)
+    assert "More than 3" not in client.get(CHANGELIST).content.decode()
+    for i in range(3, 5):
+        make_record(f"k{i}")
+
+    page = client.get(CHANGELIST).content.decode()
+
+    assert "More than 3 idempotency records match" in page
+    answer = client.post(
+        CHANGELIST,
+        {
+            "action": "release_stuck_keys",
+            "select_across": "1",
+            "_selected_action": ["0"],
+        },
+        follow=True,
+    )
+    assert "Released 5 stuck keys." in answer.content.decode()
