@@ -410,6 +410,19 @@ def test_force_reprocess_asks_for_confirmation_first(
     assert LogEntry.objects.get().change_message.startswith("Forced reprocessing")
 
 
+def test_the_confirmation_pages_no_goes_back_as_djangos_own_does(client, operator, act):
+    # "No, take me back" is href="#": Django's cancel.js turns it into the
+    # browser's back; without the script the link went nowhere.
+    done = receipt("d1", "processed")
+    grant(operator, "reprocess_webhookreceipt")
+    client.force_login(operator)
+
+    confirm = act("force_reprocess", done)
+
+    assert b'class="button cancel-link"' in confirm.content
+    assert b"admin/js/cancel.js" in confirm.content
+
+
 def test_a_skipped_receipt_runs_a_handler_added_since_through_force_reprocess(
     client, operator, ran, act, submit
 ):
