@@ -19,7 +19,7 @@ from django.utils.module_loading import import_string
 
 from .. import clock, signals, storable, tracing
 from ..inserts import insert_or_update, insert_shape
-from ..units import SEPARATOR, Unit
+from ..units import SEPARATOR, Unit, running
 from .exceptions import (
     Abandon,
     StepError,
@@ -253,13 +253,17 @@ class Steps:
         fn = tracing.stepped(fn, name, self.unit.kind, self.attempt)
         key = self.unit.derive(name)
         try:
-            if atomic:
-                with transaction.atomic(using=self.using):
+            # The step is its unit's work wherever it is called from (a
+            # worker thread, where the caller's current unit does not
+            # follow): what fn records names the unit's intent.
+            with running(self.unit):
+                if atomic:
+                    with transaction.atomic(using=self.using):
+                        result = as_json(fn(key), name)
+                        self._store(name, result, undo_path)
+                else:
                     result = as_json(fn(key), name)
                     self._store(name, result, undo_path)
-            else:
-                result = as_json(fn(key), name)
-                self._store(name, result, undo_path)
         except StepTakenOver:
             raise
         except Exception as exc:

@@ -716,3 +716,28 @@ def test_a_unit_given_up_from_another_units_code_records_under_its_own_intent(
         assert compensate(UNIT.identity, "no carrier takes it") is True
 
     assert OutboxMessage.objects.get().headers["once-intent"] == UNIT.intent
+
+
+def charge_and_record(key):
+    from outbox.api import record
+
+    record("payment", 1, "payment.charged", {"key": key})
+    return {"charge": "ch_1"}
+
+
+def test_a_step_run_on_a_worker_thread_records_under_its_units_intent():
+    """Steps of one unit run in parallel on worker threads (two outside calls
+    at once, say), where the caller's current unit does not follow: the
+    step is its unit's work all the same, and what it records names the
+    unit's intent."""
+    from idempotency.shared import units
+    from outbox.models import OutboxMessage
+
+    steps = start()
+
+    with units.running(UNIT):
+        run_concurrently(
+            1, lambda _: steps.step("charge", charge_and_record, atomic=True)
+        )
+
+    assert OutboxMessage.objects.get().headers["once-intent"] == UNIT.intent
