@@ -40,7 +40,7 @@ from .scopes import ANONYMOUS
 from .shared import autocommit, clock, isolation, problems, storable, tracing, units
 from .shared.exceptions import ClaimRaced
 from .shared.settings import InvalidSetting, as_timedelta
-from .shared.steps import CompensationInProgress, StepTakenOver
+from .shared.steps import Abandon, CompensationInProgress, StepTakenOver
 
 ATOMIC = "atomic"
 LEASE = "lease"
@@ -267,8 +267,9 @@ class _Discard(Exception):
 class _WorkRolledBack(Exception):
     """The view's error answer is kept but its work is not: its exception
     handler marked the transaction for rollback (DRF's ``set_rollback()``
-    under ``ATOMIC_REQUESTS``, for a raised 404 say). Leaving the view's
-    block undoes the work; the answer is stored after it."""
+    under ``ATOMIC_REQUESTS``, for a raised 404 say), or it gave the
+    operation up (``Abandon``). Leaving the view's block undoes the work;
+    the answer is stored after it."""
 
     def __init__(self, response, answer):
         self.response = response
@@ -298,14 +299,17 @@ def execute(request, policy: Policy, produce: Callable):
             _hand_to_the_view(request, KEYLESS)
             # In one transaction, as a keyed request's work: the view's writes
             # and the events it records commit together or not at all.
-            with transaction.atomic(using=router.db_for_write(IdempotencyRecord)):
-                return produce()
+            try:
+                with transaction.atomic(using=router.db_for_write(IdempotencyRecord)):
+                    return produce()
+            except Abandon as abandon:
+                return stepping.abandoned(abandon, request)  # rolled back
         records = _records()
         autocommit.refuse_manual_commit(records.db, IdempotencyConfigurationError)
         claim = _new_claim(request, policy, key)
         if policy.mode == STEPS:
             produce = stepping.abandoning(produce, request)
-        store = _storing(produce, responses.SessionWatch(request))
+        store = _storing(produce, request)
         response = _replay_at_one_read(claim, records)
         if response is not None:
             signals.replayed(claim, policy.mode, response)
@@ -433,14 +437,23 @@ def _wait() -> timedelta:
     return as_timedelta(idempotency_settings.WAIT)
 
 
-def _storing(produce, watch):
+def _storing(produce, request):
     """``produce``, then store its answer: the claim's last step, in its
     transaction. ``store(claim, records)`` returns the response to send."""
+    watch = responses.SessionWatch(request)
 
     def store(claim, records):
         # record() in the view tags its events with this request's intent.
         with units.running(claim.unit):
-            response = produce()
+            try:
+                response = produce()
+            except Abandon as abandon:
+                # Atomic and lease modes have no steps to undo (steps mode
+                # answers its Abandon in produce): the view's work rolls
+                # back, and the abandon is the answer a retry replays.
+                response = stepping.abandoned(abandon, request)
+                answer = responses.keep(response, watch)
+                raise _WorkRolledBack(response, answer) from abandon
         answer = responses.keep(response, watch)
         if answer is None:
             raise _Discard(response)

@@ -102,7 +102,8 @@ class AnswerNotShared(IdempotencyError):
 
 
 class OperationAbandoned(IdempotencyError):
-    """A steps-mode view raised ``Abandon``: its completed steps were undone."""
+    """A view raised ``Abandon``: its work rolled back (in steps mode, its
+    completed steps were undone)."""
 
     status = 422
     type = "operation-abandoned"

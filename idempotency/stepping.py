@@ -110,8 +110,13 @@ def abandoning(produce, request):
             return response
         except steps.Abandon as abandon:
             request.idempotency.steps.give_up(abandon.reason)
-            return problems.from_exception(
-                OperationAbandoned(abandon.reason), instance=request.path
-            )
+            return abandoned(abandon, request)
 
     return run
+
+
+def abandoned(abandon: steps.Abandon, request):
+    """The answer to a view that gave its operation up (raised ``Abandon``)."""
+    return problems.from_exception(
+        OperationAbandoned(abandon.reason), instance=request.path
+    )
