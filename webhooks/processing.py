@@ -249,9 +249,14 @@ def _handle(receipt) -> Outcome:
     for handler in handlers:
         with units.running(event.unit):
             run(handler, event)
-    receipt.state = State.PROCESSED if handlers else State.SKIPPED
+    return _finish(receipt, State.PROCESSED if handlers else State.SKIPPED)
+
+
+def _finish(receipt, state, last_error="") -> Outcome:
+    """Mark a plain receipt finished, in the transaction holding its lock."""
+    receipt.state = state
     receipt.attempts += 1
-    receipt.last_error = ""
+    receipt.last_error = last_error
     receipt.processed_at = clock.now()
     receipt.locked_until = None
     receipt.worker_deaths = 0
@@ -341,6 +346,12 @@ def _run(receipts, receipt, *, failures: int, last_attempt: bool) -> Outcome:
                 # while this run keeps the row lock.
                 with transaction.atomic(using=receipts.db):
                     outcome = _run_handlers(receipt)
+                ran = True
+            except Abandon as abandon:
+                # Given up, as a steps handler's delivery is: nothing to undo
+                # but the handlers' writes, rolled back; it is not run again.
+                reason = storable.text(f"abandoned: {abandon.reason}")
+                outcome = _finish(receipt, State.PROCESSED, reason)
                 ran = True
             except Exception as exc:
                 failure = exc

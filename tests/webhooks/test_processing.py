@@ -124,6 +124,27 @@ def test_a_failing_handler_rolls_back_and_records_the_failure(calls, message, re
     assert Widget.objects.count() == 0
 
 
+def test_a_plain_handler_that_abandons_rolls_back_and_is_not_run_again(calls):
+    """Abandon gives the delivery up, as in a steps handler: with no steps to
+    undo, its handlers' writes roll back and the receipt is processed with
+    the reason, not failed and retried (it ran every retry, and ended failed)."""
+    from idempotency.shared.steps import Abandon
+
+    @on("github", "push")
+    def give_up(event):
+        raise Abandon("the order was cancelled \x00")
+
+    deliver()
+    assert processing.process(receipt().pk) == "processed"
+    assert processing.process(receipt().pk, failures=1) == "processed"
+
+    done = receipt()
+    assert (done.state, done.attempts) == ("processed", 1)
+    assert done.last_error == "abandoned: the order was cancelled \\x00"
+    assert len(calls) == 1  # the first handler ran once
+    assert Widget.objects.count() == 0  # and its write rolled back
+
+
 def test_a_failed_receipt_is_processed_once_after_a_redelivery(
     calls, django_capture_on_commit_callbacks
 ):
