@@ -97,9 +97,12 @@ def receive(
 
     Run the business mutation inside the block, unless ``delivery.duplicate``.
     An exception rolls back the mutation and the claim together, so the
-    redelivery processes again. ``intent`` is the one the message carried
-    (``intent_from(headers)``): the delivery serves it, and the block runs
-    with the delivery as the current unit.
+    redelivery processes again. ``Abandon`` gives the delivery up, as in a
+    steps consumer: the mutation rolls back, and the claim then commits on
+    its own, so no redelivery runs it again (in a caller's transaction, it
+    goes on to the caller, whose transaction rolls back). ``intent`` is the
+    one the message carried (``intent_from(headers)``): the delivery serves
+    it, and the block runs with the delivery as the current unit.
     """
     message_id, intent, using = _checked(
         "receive", subscriber, message_id, intent, using
@@ -119,6 +122,23 @@ def receive(
             return
         except ClaimRaced:
             continue  # a new transaction sees the winner's row: a duplicate
+        except Abandon as abandon:
+            if not owned:
+                raise  # the caller's transaction rolls back: not ours to commit
+            _give_up(subscriber, message_id, abandon.reason, using)
+            return
+
+
+def _give_up(subscriber, message_id, reason, using) -> None:
+    """Claim a delivery whose consumer gave it up, its work rolled back."""
+    while True:
+        try:
+            with transaction.atomic(using=using):
+                _claim(subscriber, message_id, using, retryable=True)
+                signals.abandoned(subscriber, message_id, reason, using=using)
+            return
+        except ClaimRaced:
+            continue
 
 
 def _claim(subscriber, message_id, using, *, retryable) -> bool:

@@ -13,8 +13,8 @@ from .models import InboxMessage
 messages = Counter(
     "once_inbox_messages",
     "Messages by what the inbox decided: received (applied), duplicate "
-    "(a redelivery dropped), dead (its attempts ran out) or replayed (a "
-    "dead one, by an operator).",
+    "(a redelivery dropped), abandoned (given up by its consumer), dead (its "
+    "attempts ran out) or replayed (a dead one, by an operator).",
     ["subscriber", "outcome"],
 )
 
@@ -36,6 +36,7 @@ def on_replayed(sender, **kwargs):
 RECEIVERS = [
     (signals.message_received, _counting("received")),
     (signals.duplicate_dropped, _counting("duplicate")),
+    (signals.message_abandoned, _counting("abandoned")),
     (signals.message_dead, _counting("dead")),
     (signals.messages_replayed, on_replayed),
 ]

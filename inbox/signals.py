@@ -15,6 +15,9 @@ duplicate_dropped = Signal()
 # An operator replayed dead messages from the console: count, user, messages
 # (each replayed one's subscriber and message_id).
 messages_replayed = Signal()
+# A consumer gave its message up (it raised Abandon): its work rolled back,
+# and no redelivery runs it again. reason.
+message_abandoned = Signal()
 # A consumer task's attempts ran out (or its runs kept dying before their
 # ack): the message is dead, kept for a replay. attempts, error.
 message_dead = Signal()
@@ -40,6 +43,19 @@ def delivered(delivery, *, using: str) -> None:
         using=using,
         subscriber=delivery.subscriber,
         message_id=delivery.message_id,
+    )
+
+
+def abandoned(subscriber: str, message_id: str, reason, *, using: str) -> None:
+    """Given up by its consumer, once its claim commits."""
+    _report(
+        message_abandoned,
+        logging.WARNING,
+        "Gave up %(message_id)s for %(subscriber)s: %(reason)s",
+        using=using,
+        subscriber=subscriber,
+        message_id=message_id,
+        reason=reason,
     )
 
 

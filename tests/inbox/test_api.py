@@ -12,11 +12,13 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from kombu import Connection, Exchange, Queue
 
+from idempotency.shared.steps import Abandon
 from inbox.api import consumer, message_id_from, receive, receive_steps
 from inbox.exceptions import MessageIdInvalid, MessageIdMissing, SubscriberInvalid
 from inbox.models import InboxMessage
 from tests.conftest import run_concurrently
 from tests.servers import AMQP_URL
+from tests.signals import listening
 from tests.testapp.models import Widget
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,6 +65,45 @@ def test_an_exception_rolls_back_the_work_and_the_claim_so_redelivery_runs():
     assert InboxMessage.objects.count() == 0
     assert not apply("stock", "m1").duplicate
     assert Widget.objects.count() == 1
+
+
+def test_a_consumer_that_abandons_rolls_back_and_is_not_applied_again():
+    """Abandon gives the delivery up, as in a steps consumer: with no steps
+    to undo, its work rolls back, and the message is applied so no
+    redelivery runs it again (a ConsumerTask retried it, then buried it)."""
+    calls = []
+
+    @consumer("stock")
+    def on_order(*, payload, headers):
+        calls.append(payload)
+        Widget.objects.create(name="reserved")
+        raise Abandon("the order was cancelled")
+
+    headers = {"once-message-id": "m1"}
+    with listening() as heard:
+        assert on_order(payload={"n": 1}, headers=headers) is None
+    assert on_order(payload={"n": 1}, headers=headers) is None
+
+    assert calls == [{"n": 1}]
+    assert Widget.objects.count() == 0
+    assert InboxMessage.objects.get().state == InboxMessage.State.APPLIED
+    [abandoned] = heard.of("message_abandoned")
+    assert abandoned == {
+        "subscriber": "stock",
+        "message_id": "m1",
+        "reason": "the order was cancelled",
+    }
+
+
+def test_an_abandon_inside_the_callers_transaction_is_the_callers():
+    # Its work and the claim roll back with the caller's transaction, which
+    # decides: nothing here may commit.
+    with pytest.raises(Abandon), transaction.atomic(), receive("stock", "m1"):
+        Widget.objects.create(name="m1")
+        raise Abandon("the order was cancelled")
+
+    assert InboxMessage.objects.count() == 0
+    assert Widget.objects.count() == 0
 
 
 def test_receive_joins_the_callers_transaction():
