@@ -226,10 +226,11 @@ class Keyless:
     made (``perform_create`` calling it) runs with or without a key, instead
     of failing after its write; ``derive()`` and ``step()`` refuse, since a
     key derived from no key would differ on every retry. False in a test
-    (``if request.idempotency:``).
+    (``if request.idempotency:``). It serves no unit and no intent: they are
+    None, as is its key.
     """
 
-    key = None
+    key = unit = intent = steps = None
 
     def __bool__(self) -> bool:
         return False

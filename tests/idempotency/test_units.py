@@ -132,6 +132,13 @@ def test_a_keyed_request_scoped_by_another_kinds_name_is_never_its_unit(kind):
     assert keyed.intent != other.intent
 
 
+def test_a_request_without_an_optional_key_serves_no_unit_and_no_intent():
+    """A key-optional view reading the handle's unit or intent (to log it, to
+    pass it on) must not fail with AttributeError, a 500 whose retry runs the
+    view again, when a request comes without a key: it has neither."""
+    assert (KEYLESS.unit, KEYLESS.intent, KEYLESS.steps) == (None, None, None)
+
+
 def test_a_request_without_an_optional_key_derives_nothing():
     """Without a key there is no unit: a derived key would differ on every
     retry, so derive() and step() refuse, naming why; the handle is False."""
