@@ -4,14 +4,20 @@ registry the /metrics view serves."""
 import logging
 import os
 import weakref
+from contextlib import ExitStack, contextmanager
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError
+from django.db import DatabaseError, connections, transaction
 from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
 
 from ..shared import clock, contributions
 
 logger = logging.getLogger("idempotency")
+
+# Each gauge statement's bound on PostgreSQL. One that times out ends its
+# app's gauges, so the four apps' reads stay within Prometheus's default
+# 10 s scrape_timeout even when every table is locked.
+STATEMENT_TIMEOUT_MS = 2000
 
 
 class GaugeCollector:
@@ -27,7 +33,8 @@ class GaugeCollector:
         for gauges in contributions.metric_gauges():
             try:
                 # Read whole first: a query failing halfway adds no family.
-                families = list(gauges(now))
+                with _bounded():
+                    families = list(gauges(now))
             except (DatabaseError, ImproperlyConfigured):
                 # The scrape goes on without them: failing it would drop the
                 # counters too (the project's own, in a shared registry),
@@ -46,6 +53,44 @@ class GaugeCollector:
         # Nothing: registering must not query the database (so the registry
         # cannot check these names against its others').
         return []
+
+
+@contextmanager
+def _bounded():
+    """Give each PostgreSQL statement run inside a bounded time: a table
+    locked (a migration, a VACUUM FULL) or a hung database would otherwise
+    hang the scrape, and every later one with it."""
+    with ExitStack() as stack:
+        timed: set[str] = set()
+
+        def timing_out(execute, sql, params, many, context):
+            alias = context["connection"].alias
+            if alias not in timed:
+                # Before entering: the atomic block's own SAVEPOINT passes here.
+                timed.add(alias)
+                stack.enter_context(_rolled_back(alias))
+                # SET LOCAL, as a function: SET takes no server-side parameter.
+                execute(
+                    "SELECT set_config('statement_timeout', %s, true)",
+                    [str(STATEMENT_TIMEOUT_MS)],
+                    False,
+                    context,
+                )
+            return execute(sql, params, many, context)
+
+        for connection in connections.all():
+            if connection.vendor == "postgresql":
+                stack.enter_context(connection.execute_wrapper(timing_out))
+        yield
+
+
+@contextmanager
+def _rolled_back(alias):
+    """A transaction (a savepoint in a caller's) that the gauges only read
+    in: rolled back, it takes the transaction-local timeout along."""
+    with transaction.atomic(using=alias):
+        yield
+        transaction.set_rollback(True, using=alias)
 
 
 # Weak: a registry's id could be reused by a new one once it is gone.

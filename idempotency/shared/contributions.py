@@ -14,7 +14,9 @@ imports nothing, the admin least of all)::
 - a chart series: ``(label, function(since) -> {hour: count})``;
 - metric receivers: a list of ``(signal, receiver)`` pairs, connected only
   while ``IDEMPOTENCY["METRICS"]`` is on (``idempotency.shared.metrics``);
-- metric gauges: ``function(now) -> metric families``, read at each scrape.
+- metric gauges: ``function(now) -> metric families``, read at each scrape
+  in a transaction the collector opens and rolls back (so they only read,
+  and open no transaction of their own).
 
 One rule for duplicates: a contribution is keyed by its name (a kind's name,
 a panel's or a series' dotted path) and the first installed app to declare

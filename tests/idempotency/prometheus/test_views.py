@@ -1,9 +1,11 @@
 """The /metrics view, and the gauges registered into a project's own registry."""
 
+import threading
+
 import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, transaction
 from django.test import override_settings
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
@@ -197,3 +199,68 @@ def test_one_failing_gauge_leaves_the_others_scraped_under_atomic_requests(
     assert value(scraped, "once_outbox_dead") == 1
     assert value(scraped, "once_inbox_dead_messages") == 2
     assert value(scraped, "once_webhooks_receipts_failed", source="github") == 1
+
+
+def statement_timeout() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        return cursor.fetchone()[0]
+
+
+def hold_the_keys_table(locked, release):
+    """What a migration's ALTER TABLE (or a VACUUM FULL) does to the gauges'
+    reads: every query of the table waits for its lock."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            table = connection.ops.quote_name(IdempotencyRecord._meta.db_table)
+            cursor.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+            locked.set()
+            # Generous: without a bound of their own, the gauges' reads end
+            # only when this lets go.
+            release.wait(60)
+    finally:
+        connection.close()
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_a_table_locked_leaves_its_gauges_out_and_the_scrape_answers(client, caplog):
+    seed()
+    timeout_before = statement_timeout()
+    locked, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=hold_the_keys_table, args=(locked, release))
+    holder.start()
+    try:
+        assert locked.wait(10)
+        scraped = scrape(client)
+        # Answered while the lock is still held: the keys' reads gave up.
+        assert holder.is_alive() and not release.is_set()
+    finally:
+        release.set()
+        holder.join()
+
+    assert caplog.text.count("Could not read the gauges") == 1
+    assert not any(name.startswith("once_keys_pending") for name, _ in scraped)
+    assert value(scraped, "once_outbox_dead") == 1
+    assert value(scraped, "once_inbox_dead_messages") == 2
+    # The bound was the gauges' own: the connection's later queries wait as
+    # long as they did.
+    assert statement_timeout() == timeout_before
+
+
+@pytest.mark.postgresql
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_the_gauges_bound_stays_out_of_a_transaction_they_are_read_in():
+    # A project's own view in ATOMIC_REQUESTS serving the registry: its later
+    # queries must not inherit the gauges' timeout.
+    registry = CollectorRegistry()
+    register(registry)
+    before = statement_timeout()
+
+    with transaction.atomic():
+        scraped = samples(generate_latest(registry).decode())
+        during = statement_timeout()
+
+    assert ("once_outbox_backlog", ()) in scraped
+    assert during == before
