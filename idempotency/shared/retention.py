@@ -70,12 +70,18 @@ def purge(
     router sends its writes.
     A kind whose retention its app refuses raises ImproperlyConfigured first.
     """
-    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+    # Types too: the task's kwargs come as a beat entry gives them. A batch
+    # of 1.5 ran LIMIT 1 and stopped after one batch, as 1 < 1.5 looked last.
+    if not (_is_number(batch_size, int) and 1 <= batch_size <= MAX_BATCH_SIZE):
         raise ValueError(
-            f"batch_size must be at least 1 and at most {MAX_BATCH_SIZE:,}, "
-            f"not {batch_size!r}"
+            f"batch_size must be a whole number of rows, at least 1 and at "
+            f"most {MAX_BATCH_SIZE:,}, not {batch_size!r}"
         )
-    if not (math.isfinite(pause) and 0 <= pause <= MAX_PAUSE):
+    if not (
+        _is_number(pause, int | float)
+        and math.isfinite(pause)
+        and 0 <= pause <= MAX_PAUSE
+    ):
         raise ValueError(
             f"pause must be 0 or more seconds, at most {MAX_PAUSE:g}, not {pause!r}"
         )
@@ -128,6 +134,11 @@ def purge(
                 if rows:
                     _report_purged(name, rows, db)
     return deleted
+
+
+def _is_number(value, kind) -> bool:
+    # A bool is an int to Python, never a count or seconds to a reader.
+    return isinstance(value, kind) and not isinstance(value, bool)
 
 
 def _report_purged(name, rows, db) -> None:

@@ -176,6 +176,23 @@ def test_a_negative_pause_is_refused(pause, mixed_records):
     assert len(remaining_keys()) == 5
 
 
+@pytest.mark.parametrize("batch_size", [1.5, 2.0, "2", None, True])
+def test_a_batch_size_not_a_whole_number_is_refused(batch_size, mixed_records):
+    # As a beat entry's kwargs may give it: 1.5 ran batches of 1 and stopped
+    # after the first (1 < 1.5 looked like the last batch), "2" failed
+    # comparing it with 1.
+    with pytest.raises(ValueError, match="batch_size must be a whole number"):
+        run_the_task(only=["idempotency"], batch_size=batch_size)
+    assert len(remaining_keys()) == 5
+
+
+@pytest.mark.parametrize("pause", ["0.5", None, True])
+def test_a_pause_not_a_number_is_refused(pause, mixed_records):
+    with pytest.raises(ValueError, match="pause must be 0 or more seconds"):
+        run_the_task(only=["idempotency"], pause=pause)
+    assert len(remaining_keys()) == 5
+
+
 @pytest.mark.parametrize("only", ["idempotency", "idempotency, units"])
 def test_the_task_reads_kinds_written_as_the_command_takes_them(only, mixed_records):
     # A beat entry's kwargs {"only": "idempotency"} were read letter by letter.
