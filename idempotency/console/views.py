@@ -1,10 +1,12 @@
 """The dashboard at /admin/ops/ and the purge behind its confirmation page."""
 
+from contextlib import suppress
+
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.views.main import ORDER_VAR
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import Resolver404, get_script_prefix, resolve, reverse
@@ -119,15 +121,34 @@ def purge(request):
 
 
 def _purge(request) -> None:
-    counts = retention.purge()
+    deleted: dict[str, int] = {}
+
+    def progress(kind, so_far):
+        deleted[kind] = so_far
+
+    try:
+        counts = retention.purge(progress=progress)
+    except DatabaseError as exc:
+        # Each batch committed on its own: what went before the failure (a
+        # table not migrated, a lost connection) is gone, and is said.
+        if deleted:
+            # Unless the connection is what failed.
+            with suppress(DatabaseError):
+                _log_purge(request, deleted)
+        messages.error(
+            request,
+            _(
+                "The purge stopped: %(reason)s. Deleted before it stopped: "
+                "%(summary)s. Run it again once that is fixed."
+            )
+            % {
+                "reason": retention.reason(exc),
+                "summary": _summary(deleted) or _("nothing"),
+            },
+        )
+        return
+    _log_purge(request, counts)
     total = sum(counts.values())
-    summary = ", ".join(f"{kind}: {count}" for kind, count in counts.items())
-    LogEntry.objects.create(
-        user_id=request.user.pk,
-        action_flag=CHANGE,
-        object_repr="retention purge",
-        change_message=f"Purged records past retention ({summary}).",
-    )
     messages.success(
         request,
         ngettext(
@@ -135,5 +156,18 @@ def _purge(request) -> None:
             "Purged %(count)d records past their retention (%(summary)s).",
             total,
         )
-        % {"count": total, "summary": summary},
+        % {"count": total, "summary": _summary(counts)},
     )
+
+
+def _log_purge(request, counts) -> None:
+    LogEntry.objects.create(
+        user_id=request.user.pk,
+        action_flag=CHANGE,
+        object_repr="retention purge",
+        change_message=f"Purged records past retention ({_summary(counts)}).",
+    )
+
+
+def _summary(counts) -> str:
+    return ", ".join(f"{kind}: {count}" for kind, count in counts.items())

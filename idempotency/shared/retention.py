@@ -136,6 +136,12 @@ def purge(
     return deleted
 
 
+def reason(exc: BaseException) -> str:
+    """What stopped a purge, in a line: a database error's first (PostgreSQL's
+    next ones quote the statement)."""
+    return [*str(exc).strip().splitlines(), repr(exc)][0]
+
+
 def _is_number(value, kind) -> bool:
     # A bool is an int to Python, never a count or seconds to a reader.
     return isinstance(value, kind) and not isinstance(value, bool)

@@ -72,8 +72,7 @@ class Command(BaseCommand):
             if isinstance(exc, KeyboardInterrupt):
                 why, then = "was interrupted", "run it again to delete the rest"
             else:
-                # Its first line: PostgreSQL's next ones quote the statement.
-                why = f"stopped: {[*str(exc).strip().splitlines(), repr(exc)][0]}"
+                why = f"stopped: {retention.reason(exc)}"
                 then = "run it again once that is fixed (a missing table: migrate)"
             # A dry run deletes nothing: it has no batch to roll back.
             if not dry_run:

@@ -5,6 +5,8 @@ from datetime import timedelta
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
+from django.contrib.messages import get_messages
+from django.db import connection
 from django.test import override_settings
 from django.test.utils import override_script_prefix
 from django.utils import timezone
@@ -109,6 +111,28 @@ def test_purge_confirms_first_then_deletes_and_logs(client, staff):
 
     again = client.post(DASHBOARD + "purge/", {"confirm": "yes"}, follow=True)
     assert "Purged 0 records" in again.content.decode()
+
+
+@pytest.mark.postgresql
+def test_a_purge_that_fails_midway_says_and_logs_what_it_deleted(client, staff):
+    # An app installed and never migrated: the keys were purged, then the
+    # outbox's DELETE failed. A 500 said neither, and logged nothing.
+    grant(staff, "view_opsdashboard", "purge_records")
+    make_record("old", expires_in=timedelta(seconds=-1))
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE outbox_message RENAME TO outbox_message_away")
+    client.force_login(staff)
+
+    # Not followed: the dashboard reads the missing table too.
+    done = client.post(DASHBOARD + "purge/", {"confirm": "yes"})
+
+    assert done.status_code == 302
+    said = [str(message) for message in get_messages(done.wsgi_request)]
+    assert len(said) == 1
+    assert "outbox_message" in said[0] and "does not exist" in said[0]
+    assert "idempotency: 1" in said[0]
+    assert "idempotency: 1" in LogEntry.objects.get().change_message
+    assert not IdempotencyRecord.objects.exists()
 
 
 def test_who_may_purge_but_not_view_the_dashboard_is_never_sent_to_it(client, staff):
