@@ -73,4 +73,8 @@ def missing_wiring(task) -> list[str]:
         missing.append("reject_on_worker_lost")
     if task.acks_on_failure_or_timeout:
         missing.append("acks_on_failure_or_timeout=False")
+    if isinstance(task, ConsumerTask) and task.max_retries is not None:
+        # Used up, Celery's retry() raises instead of retrying: ConsumerTask
+        # requeues the message as if its worker died, never buries its error.
+        missing.append("max_retries=None (INBOX['MAX_ATTEMPTS'] bounds its runs)")
     return missing

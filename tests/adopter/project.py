@@ -329,6 +329,18 @@ class Project:
             env={"DJANGO_SUPERUSER_PASSWORD": PASSWORD},
         )
 
+    def isolate_redis_keys(self) -> str:
+        """Prefix every Redis key the project's Celery makes (queues, unacked
+        messages) with a prefix of this run's, which it returns: two runs at
+        once never consume each other's tasks."""
+        prefix = f"adopter-{uuid.uuid4().hex[:12]}:"
+        self.append(
+            f"{PROJECT}/settings.py",
+            "# The test's: this run's keys in the shared Redis database.\n"
+            f"CELERY_BROKER_TRANSPORT_OPTIONS = {{'global_keyprefix': {prefix!r}}}\n",
+        )
+        return prefix
+
     def drop_admin_and_sessions(self):
         """Take the admin, sessions and messages out of startproject's settings
         (the auth middleware goes too: it needs sessions)."""

@@ -50,8 +50,6 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site(venv, adopter_workdir):
-    # Every Redis key of this run (queues, unacked messages) carries it.
-    prefix = f"adopter-{uuid.uuid4().hex[:12]}:"
     project = Project(
         adopter_workdir / "all-apps",
         venv,
@@ -60,11 +58,7 @@ def site(venv, adopter_workdir):
     )
     database = Database()
     project.append(f"{PROJECT}/settings.py", database.settings())
-    project.append(
-        f"{PROJECT}/settings.py",
-        "# The test's: this run's keys in the shared Redis database.\n"
-        f"CELERY_BROKER_TRANSPORT_OPTIONS = {{'global_keyprefix': {prefix!r}}}\n",
-    )
+    prefix = project.isolate_redis_keys()
     project.use(*ALL_APPS_BLOCKS)
     try:
         database.create()

@@ -8,6 +8,7 @@ server copied from a tutorial would.
 
 import base64
 import json
+import secrets
 import sqlite3
 import uuid
 from contextlib import contextmanager
@@ -15,11 +16,14 @@ from contextlib import contextmanager
 import pytest
 
 from .project import (
+    ALL_APPS_BLOCKS,
     APP,
     PASSWORD,
     PROJECT,
+    REDIS_URL,
     Project,
     api_headers,
+    delete_redis_keys,
     free_port,
     post,
     wait_for_port,
@@ -165,3 +169,43 @@ def test_a_user_whose_key_is_a_long_email_gets_keyed_requests_replayed(email_use
     assert second.headers.get("Idempotent-Replayed") == "true"
     assert second.body == first.body
     assert sqlite_value(project, f"SELECT count(*) FROM {APP}_order") == 1
+
+
+@pytest.fixture(scope="module")
+def own_retries(venv, adopter_workdir):
+    """The README's project, its consumer task given Celery's max_retries."""
+    # The README's settings read both.
+    env = {
+        "CELERY_BROKER_URL": REDIS_URL,
+        "GITHUB_WEBHOOK_SECRET": secrets.token_hex(32),
+    }
+    project = Project(adopter_workdir / "own-retries", venv, **env)
+    # Should the worker start, it takes no other run's tasks.
+    prefix = project.isolate_redis_keys()
+    project.use(*ALL_APPS_BLOCKS)
+    tasks = project.file(f"{APP}/tasks.py")
+    documented = 'name="orders.ship")'
+    assert documented in tasks.read_text()
+    tasks.write_text(
+        tasks.read_text().replace(documented, 'name="orders.ship", max_retries=3)')
+    )
+    try:
+        yield project
+    finally:
+        delete_redis_keys(prefix)
+
+
+def test_a_worker_refuses_a_consumer_task_with_a_retry_limit_of_its_own(
+    own_retries,
+):
+    # Its last retry would raise instead of burying the message: requeued
+    # at once, run again without backoff, and dead as if its worker died.
+    command = [own_retries.venv.bin / "celery", "-A", PROJECT, "worker"]
+    command += ["-P", "solo", "--without-gossip", "--without-mingle"]
+    started = own_retries.run(
+        [*command, "--without-heartbeat"], check=False, timeout=60
+    )
+    output = started.stdout + started.stderr
+    assert started.returncode != 0, output[-4000:]
+    assert "inbox.E006" in output, output[-4000:]
+    assert "'orders.ship' runs an @consumer without max_retries=None" in output

@@ -200,6 +200,24 @@ def test_e006_a_consumer_task_without_the_inbox_wiring(consumer_tasks):
     assert errors[1].msg.endswith("without acks_on_failure_or_timeout=False.")
 
 
+def test_e006_a_consumer_task_with_a_retry_limit_of_its_own(consumer_tasks):
+    # Celery's max_retries raises the consumer's error once it is used up,
+    # before INBOX["MAX_ATTEMPTS"]: the message was requeued at once, run again
+    # without backoff until the redeliveries counted it dead as a dead worker.
+    from inbox.api import consumer_task
+
+    @consumer_task("checks.own-limit", name="checks.own_limit", max_retries=2)
+    def own_limit(**kwargs): ...
+
+    errors = checks.check_consumer_tasks()
+
+    assert ids(errors) == ["inbox.E006"]
+    assert errors[0].msg == (
+        "Celery task 'checks.own_limit' runs an @consumer without "
+        "max_retries=None (INBOX['MAX_ATTEMPTS'] bounds its runs)."
+    )
+
+
 def test_a_worker_is_stopped_by_e006_unless_the_project_silenced_it(
     consumer_tasks, settings
 ):
