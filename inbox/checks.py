@@ -38,7 +38,8 @@ def check_consumer_tasks(app_configs=None, **kwargs):
                     f"Celery task {name!r} runs an @consumer without "
                     f"{', '.join(missing)}.",
                     hint="Declare it with inbox.api.consumer_task, or give "
-                    "@shared_task base=inbox.api.ConsumerTask, and keep its acks.",
+                    "@shared_task base=inbox.api.ConsumerTask, and keep its acks "
+                    "and retries.",
                     id="inbox.E006",
                 )
             )
@@ -73,8 +74,15 @@ def missing_wiring(task) -> list[str]:
         missing.append("reject_on_worker_lost")
     if task.acks_on_failure_or_timeout:
         missing.append("acks_on_failure_or_timeout=False")
-    if isinstance(task, ConsumerTask) and task.max_retries is not None:
-        # Used up, Celery's retry() raises instead of retrying: ConsumerTask
-        # requeues the message as if its worker died, never buries its error.
-        missing.append("max_retries=None (INBOX['MAX_ATTEMPTS'] bounds its runs)")
+    if isinstance(task, ConsumerTask):
+        # Celery's own retries fight the inbox's. Once used up, its retry()
+        # raises instead of retrying: ConsumerTask requeues the message as if
+        # its worker died, never buries its error.
+        if task.max_retries is not None:
+            missing.append("max_retries=None (INBOX['MAX_ATTEMPTS'] bounds its runs)")
+        # With max_retries None, autoretry retries for ever: never dead.
+        if getattr(task, "autoretry_for", ()):
+            missing.append(
+                "autoretry_for (ConsumerTask retries, then buries the message)"
+            )
     return missing

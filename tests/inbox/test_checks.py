@@ -200,21 +200,38 @@ def test_e006_a_consumer_task_without_the_inbox_wiring(consumer_tasks):
     assert errors[1].msg.endswith("without acks_on_failure_or_timeout=False.")
 
 
-def test_e006_a_consumer_task_with_a_retry_limit_of_its_own(consumer_tasks):
-    # Celery's max_retries raises the consumer's error once it is used up,
-    # before INBOX["MAX_ATTEMPTS"]: the message was requeued at once, run again
-    # without backoff until the redeliveries counted it dead as a dead worker.
+@pytest.mark.parametrize(
+    ("options", "missing"),
+    [
+        # Celery's max_retries raises the consumer's error once used up, before
+        # INBOX["MAX_ATTEMPTS"]: the message was requeued at once, run again
+        # without backoff until the redeliveries counted it dead as a dead
+        # worker.
+        (
+            {"max_retries": 2},
+            "max_retries=None (INBOX['MAX_ATTEMPTS'] bounds its runs)",
+        ),
+        # autoretry_for retries for ever (ConsumerTask's max_retries is None):
+        # the message is never dead.
+        (
+            {"autoretry_for": (Exception,)},
+            "autoretry_for (ConsumerTask retries, then buries the message)",
+        ),
+    ],
+)
+def test_e006_a_consumer_task_with_celerys_own_retries(
+    consumer_tasks, options, missing
+):
     from inbox.api import consumer_task
 
-    @consumer_task("checks.own-limit", name="checks.own_limit", max_retries=2)
-    def own_limit(**kwargs): ...
+    @consumer_task("checks.own-retries", name="checks.own_retries", **options)
+    def own_retries(**kwargs): ...
 
     errors = checks.check_consumer_tasks()
 
     assert ids(errors) == ["inbox.E006"]
     assert errors[0].msg == (
-        "Celery task 'checks.own_limit' runs an @consumer without "
-        "max_retries=None (INBOX['MAX_ATTEMPTS'] bounds its runs)."
+        f"Celery task 'checks.own_retries' runs an @consumer without {missing}."
     )
 
 
