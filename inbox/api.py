@@ -436,6 +436,14 @@ def consumer(
     checked_subscriber(subscriber)
 
     def decorator(func):
+        if isinstance(func, Task):
+            # Over the task, it wraps a function no worker calls: the worker
+            # runs the bare function Celery registered, without the inbox.
+            raise ImproperlyConfigured(
+                f"@consumer({subscriber!r}) decorates the Celery task "
+                f"{func.name!r}: put it under @shared_task, or use "
+                "inbox.api.consumer_task."
+            )
         callables.refuse_deferred(func, "Consumer")
 
         @functools.wraps(func)

@@ -267,6 +267,24 @@ def test_an_async_or_generator_consumer_is_refused_where_it_is_defined(steps):
             consumer("mailer", message_id="message_id", steps=steps)(func)
 
 
+def test_a_consumer_over_a_celery_task_is_refused_where_it_is_defined():
+    # The decorators the wrong way round: the worker runs the task Celery
+    # registered, the bare function, and applies every redelivery again.
+    from celery import Celery
+
+    from inbox.api import ConsumerTask
+
+    app = Celery(set_as_current=False)
+
+    def ship(**kwargs):
+        Widget.objects.create(name="shipped")
+
+    task = app.task(name="inbox_tests.ship", base=ConsumerTask)(ship)
+
+    with pytest.raises(ImproperlyConfigured, match="under @shared_task"):
+        consumer("shipping")(task)
+
+
 def test_a_consumer_returning_an_awaitable_is_rolled_back_and_runs_again():
     async def notify(message_id):
         Widget.objects.create(name=message_id)
