@@ -33,3 +33,9 @@ class InboxConfig(appconfig.OnceAppConfig):
             dispatch_uid="inbox.refuse_unwired_consumers",
             weak=False,
         )
+        # So does a worker whose INBOX settings are refused.
+        worker_init.connect(
+            import_string("inbox.checks.refuse_refused_settings"),
+            dispatch_uid="inbox.refuse_refused_settings",
+            weak=False,
+        )

@@ -3,6 +3,7 @@
 from celery import current_app
 from django.conf import settings
 from django.core.checks import Error
+from django.core.exceptions import ImproperlyConfigured
 
 from idempotency.shared.checks import base_app_installed
 from idempotency.shared.workers import import_task_modules
@@ -61,6 +62,17 @@ def refuse_unwired_consumers(**kwargs) -> None:
         raise SystemExit(
             "\n".join(f"{error.id}: {error.msg} {error.hint}" for error in errors)
         )
+
+
+def refuse_refused_settings(**kwargs) -> None:
+    """Stop a worker whose INBOX settings are refused, before it takes a
+    message (a ``worker_init`` receiver). A ConsumerTask reads them when its
+    consumer raises: refused there, each failed message was requeued at once
+    and refused again, for ever."""
+    try:
+        inbox_settings.merged()
+    except ImproperlyConfigured as refused:
+        raise SystemExit(str(refused)) from None
 
 
 def missing_wiring(task) -> list[str]:

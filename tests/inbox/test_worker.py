@@ -1,6 +1,7 @@
 """A real Celery worker on Redis runs a consumer that raises: the message is
 retried, and applied once, or ends dead in the inbox, never acked and lost."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -180,14 +181,15 @@ def test_a_copy_that_finds_the_delivery_busy_keeps_its_attempts(worker, tmp_path
     assert runs(log) == 3  # INBOX["MAX_ATTEMPTS"] runs of the consumer
 
 
-def test_a_worker_with_a_consumer_task_that_would_lose_messages_refuses_to_start():
-    # A plain @shared_task(acks_late=True) over @consumer acks the message of
-    # a run that raises: lost. inbox.E006 says so, but a worker's checks are
-    # run and dropped; the worker exits before it takes a message instead.
-    queue = f"inbox-unwired-{uuid.uuid4().hex[:8]}"
+@contextlib.contextmanager
+def refused_start(worker_app, settings_module, task_name):
+    """Start a worker of ``worker_app`` under ``settings_module`` with one
+    message of ``task_name`` waiting; yield how the worker ended (it must
+    exit at start), the broker and the queue, deleted after."""
+    queue = f"inbox-refused-{uuid.uuid4().hex[:8]}"
     broker = redis.Redis.from_url(REDIS_URL)
     send_task(
-        "inbox_tests.unwired",
+        task_name,
         queue=queue,
         kwargs={"payload": {}, "headers": {"once-message-id": "m-1"}},
         broker_url=REDIS_URL,
@@ -195,19 +197,43 @@ def test_a_worker_with_a_consumer_task_that_would_lose_messages_refuses_to_start
     try:
         started = subprocess.run(
             [
-                *(sys.executable, "-m", "celery", "-A", "tests.inbox.unwired_worker"),
+                *(sys.executable, "-m", "celery", "-A", worker_app),
                 *("worker", "-P", "solo", "-Q", queue, "--without-gossip"),
                 *("--without-mingle", "--without-heartbeat"),
             ],
             cwd=ROOT,
-            env=child_env("tests.inbox.worker_settings", CELERY_BROKER_URL=REDIS_URL),
+            env=child_env(settings_module, CELERY_BROKER_URL=REDIS_URL),
             capture_output=True,
             text=True,
             timeout=60,
         )
+        yield started, broker, queue
+    finally:
+        broker.delete(queue)
+
+
+def test_a_worker_with_a_consumer_task_that_would_lose_messages_refuses_to_start():
+    # A plain @shared_task(acks_late=True) over @consumer acks the message of
+    # a run that raises: lost. inbox.E006 says so, but a worker's checks are
+    # run and dropped; the worker exits before it takes a message instead.
+    with refused_start(
+        "tests.inbox.unwired_worker",
+        "tests.inbox.worker_settings",
+        "inbox_tests.unwired",
+    ) as (started, broker, queue):
         assert started.returncode != 0
         assert "inbox.E006" in started.stderr
         assert "'inbox_tests.unwired'" in started.stderr
         assert broker.llen(queue) == 1  # the message waits for a sound worker
-    finally:
-        broker.delete(queue)
+
+
+def test_a_worker_refuses_to_start_under_a_refused_inbox_setting():
+    # Read when a consumer raises: each failed message was requeued at once,
+    # the setting refused again, and requeued again, for ever, hundreds of
+    # times a second. The worker exits before it takes a message instead.
+    with refused_start(
+        "tests.inbox.worker", "tests.inbox.refused_settings", "inbox_tests.flaky"
+    ) as (started, broker, queue):
+        assert started.returncode != 0
+        assert "INBOX['MAX_ATTEMPTS'] must be a positive integer" in started.stderr
+        assert broker.llen(queue) == 1  # the message waits for a sound worker
