@@ -444,6 +444,13 @@ def consumer(
                 f"{func.name!r}: put it under @shared_task, or use "
                 "inbox.api.consumer_task."
             )
+        if getattr(func, "subscriber", None) == subscriber:
+            # The inner claim would find this one's row, take every message
+            # for a duplicate and run nothing, and the message stays applied.
+            raise ImproperlyConfigured(
+                f"@consumer({subscriber!r}) decorates a consumer of {subscriber!r} "
+                "already: keep one (consumer_task includes it)."
+            )
         callables.refuse_deferred(func, "Consumer")
 
         @functools.wraps(func)

@@ -285,6 +285,18 @@ def test_a_consumer_over_a_celery_task_is_refused_where_it_is_defined():
         consumer("shipping")(task)
 
 
+def test_a_consumer_over_a_consumer_of_its_subscriber_is_refused():
+    # consumer_task over a function still under its own @consumer: the inner
+    # claim found the outer one's row and took every message for a duplicate,
+    # so the message was marked applied and nothing ran.
+    @consumer("shipping", message_id="message_id")
+    def ship(message_id):
+        Widget.objects.create(name=message_id)
+
+    with pytest.raises(ImproperlyConfigured, match="a consumer of 'shipping'"):
+        consumer("shipping", message_id="message_id")(ship)
+
+
 def test_a_consumer_returning_an_awaitable_is_rolled_back_and_runs_again():
     async def notify(message_id):
         Widget.objects.create(name=message_id)
