@@ -26,6 +26,7 @@ from inbox.querysets import BUSY
 from outbox.api import record
 from outbox.models import OutboxMessage
 from tests.conftest import run_concurrently
+from tests.parallel import on_threads, together
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -178,16 +179,21 @@ def test_a_last_attempt_taken_over_leaves_the_unit_to_the_newer_worker(clock):
         assert UnitRecord.objects.get().state == UnitRecord.State.RUNNING
 
 
-def test_a_worker_whose_lapsed_lease_another_took_stops_at_its_renewal(clock):
+def another_worker_claims(clock):
+    """Let the lease lapse and claim the delivery as another worker would;
+    return its lease. Its unit has not begun, so the first worker's next
+    recovery point is still stored."""
     lease = inbox_settings.STEPS_LEASE
+    clock.advance(lease + timedelta(seconds=1))
+    InboxMessage.objects.claim_running(
+        "shipping", "m1", shared_clock.now(), lease, using="default"
+    )
+    return row().locked_until
+
+
+def test_a_worker_whose_lapsed_lease_another_took_stops_at_its_renewal(clock):
     with pytest.raises(StepTakenOver), receive_steps("shipping", "m1") as first:
-        clock.advance(lease + timedelta(seconds=1))
-        # Another worker's claim takes the delivery; its unit has not begun,
-        # so this worker's next recovery point is still stored.
-        InboxMessage.objects.claim_running(
-            "shipping", "m1", shared_clock.now(), lease, using="default"
-        )
-        taken = row().locked_until
+        taken = another_worker_claims(clock)
         first.step("book", called("book"))
         first.step("label", called("label"))
 
@@ -211,6 +217,50 @@ def test_racing_claims_of_a_lapsed_lease_let_one_worker_take_it():
     outcomes = run_concurrently(4, claim)
 
     assert sorted(outcomes) == [BUSY, BUSY, BUSY, "running"]
+
+
+# Threads on one row: SQLite locks the whole table instead.
+@pytest.mark.postgresql
+def test_steps_on_threads_renewing_the_lease_at_once_are_not_taken_over(
+    clock, monkeypatch
+):
+    """The docs let a consumer run its steps on worker threads. Two recovery
+    points stored at once, a renewal due: each renews the delivery's lease,
+    and the second must not take its sibling's renewal (the row's lease no
+    longer the one it read) for another worker's takeover."""
+    from inbox.querysets import InboxMessageManager
+
+    renew = InboxMessageManager.renew
+    monkeypatch.setattr(InboxMessageManager, "renew", together(renew))
+
+    with receive_steps("shipping", "m1") as delivery:
+        clock.advance(inbox_settings.STEPS_LEASE * 0.6)  # a renewal is due
+        outcomes = on_threads(
+            lambda: delivery.step("book", called("book")),
+            lambda: delivery.step("label", called("label")),
+        )
+
+    assert not [exc for exc in outcomes if isinstance(exc, Exception)], outcomes
+    assert sorted(calls) == ["book", "label"]
+    assert row().state == InboxMessage.State.APPLIED
+    assert UnitRecord.objects.get().state == UnitRecord.State.DONE
+
+
+@pytest.mark.postgresql
+def test_steps_on_threads_of_a_worker_whose_lease_another_took_are_all_fenced(
+    clock,
+):
+    with pytest.raises(StepTakenOver), receive_steps("shipping", "m1") as first:
+        taken = another_worker_claims(clock)
+        outcomes = on_threads(
+            lambda: first.step("book", called("book")),
+            lambda: first.step("label", called("label")),
+        )
+        assert [type(outcome) for outcome in outcomes] == [StepTakenOver] * 2
+        raise outcomes[0]
+
+    assert row().locked_until == taken  # the newer worker's, left alone
+    assert row().state == InboxMessage.State.RUNNING
 
 
 def test_abandon_compensates_in_reverse_once_and_applies_the_delivery():

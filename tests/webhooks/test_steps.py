@@ -9,16 +9,18 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from idempotency.shared import clock, retention
-from idempotency.shared.steps import Abandon
+from idempotency.shared.steps import Abandon, StepTakenOver
 from idempotency.shared.steps.models import UnitRecord
 from idempotency.shared.testing.clock import controlled_clock
 from idempotency.shared.testing.crashes import SimulatedCrash
 from idempotency.shared.testing.steps import step_kills
+from tests.parallel import on_threads, together
 from webhooks import processing, tasks
 from webhooks.conf import webhooks_settings
 from webhooks.exceptions import HandlerFailed
 from webhooks.handlers import on
 from webhooks.models import WebhookReceipt
+from webhooks.querysets import WebhookReceiptQuerySet
 
 from .test_processing import deliver
 
@@ -200,6 +202,76 @@ def test_a_worker_whose_lapsed_lease_another_took_stops_at_its_renewal(clock):
     assert calls == ["charge"]
     receipt.refresh_from_db()
     assert receipt.state == "received"
+
+
+def renewals_together(monkeypatch):
+    """A steps handler's renewals of its receipt's lease (an update of
+    ``locked_until`` alone) held until two have read the lease they fence on."""
+    update = WebhookReceiptQuerySet.update
+    meeting = together(update)
+
+    def updating(queryset, **values):
+        renews = set(values) == {"locked_until"} and values["locked_until"]
+        return (meeting if renews else update)(queryset, **values)
+
+    monkeypatch.setattr(WebhookReceiptQuerySet, "update", updating)
+
+
+# Threads on one row: SQLite locks the whole table instead.
+@pytest.mark.postgresql
+def test_steps_on_threads_renewing_the_lease_at_once_are_not_taken_over(
+    clock, monkeypatch
+):
+    """The docs let a handler run its steps on worker threads: two recovery
+    points stored at once must not find their receipt taken over by each
+    other's renewal of its lease."""
+    renewals_together(monkeypatch)
+    outcomes = []
+
+    @on("github", "push", steps=True)
+    def ship(event):
+        clock.advance(webhooks_settings.STEPS_LEASE * 0.6)  # a renewal is due
+        outcomes.extend(
+            on_threads(
+                lambda: event.step("charge", called("charge")),
+                lambda: event.step("ship", called("ship")),
+            )
+        )
+
+    receipt = new_receipt()
+    assert processing.process(receipt.pk) == processing.Outcome.PROCESSED
+
+    assert not [exc for exc in outcomes if isinstance(exc, Exception)], outcomes
+    assert sorted(calls) == ["charge", "ship"]
+    assert UnitRecord.objects.get().state == UnitRecord.State.DONE
+
+
+@pytest.mark.postgresql
+def test_steps_on_threads_of_a_worker_whose_lease_another_took_are_all_fenced(
+    clock,
+):
+    outcomes, taken = [], []
+
+    @on("github", "push", steps=True)
+    def ship(event):
+        clock.advance(webhooks_settings.STEPS_LEASE + timedelta(seconds=1))
+        taken.append(clock.now() + webhooks_settings.STEPS_LEASE)
+        WebhookReceipt.objects.filter(pk=receipt.pk).update(locked_until=taken[0])
+        outcomes.extend(
+            on_threads(
+                lambda: event.step("charge", called("charge")),
+                lambda: event.step("ship", called("ship")),
+            )
+        )
+        raise outcomes[0]
+
+    receipt = new_receipt()
+    assert processing.process(receipt.pk) == processing.Outcome.LEASED
+
+    assert [type(outcome) for outcome in outcomes] == [StepTakenOver] * 2
+    receipt.refresh_from_db()
+    assert receipt.state == "received"
+    assert receipt.locked_until == taken[0]  # the newer worker's, left alone
 
 
 def test_the_drain_runs_steps_handlers_too(steps_handler):

@@ -10,6 +10,7 @@ deduplicated downstream by the key (rule 7).
 """
 
 import logging
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -65,7 +66,8 @@ def begin(
     over, unless it is still compensating (it owes undos). ``label`` says
     what the unit is, for the console: never put a raw client key in it.
     ``renew`` is called with the new lease expiry at most
-    every half lease, after a step's recovery point commits. ``held`` is
+    every half lease, after a step's recovery point commits, one call at a
+    time whichever threads the steps run on. ``held`` is
     asked first in the transaction that joins an existing row, and may lock
     the owner's record: False when the owner lost its claim while it waited
     to begin, which then joins nothing (``StepTakenOver``): a stalled owner
@@ -182,6 +184,10 @@ class Steps:
         self._uncommitted: set[str] = set()
         self._renew = renew
         self._renewed_at = clock.now()
+        # Steps on worker threads renew one at a time: an owner fenced on
+        # the exact lease it set (an inbox row, a receipt) would take a
+        # sibling's renewal, read mid-way, for another worker's takeover.
+        self._renewing = threading.Lock()
 
     def __repr__(self):
         return f"<Steps {self.unit.kind} {self.unit.identity[:12]} #{self.attempt}>"
@@ -341,10 +347,11 @@ class Steps:
             # lease it set) and this handle believed it renewed.
             transaction.on_commit(self._renew_owner, using=self.using)
             return
-        now = clock.now()
-        if now - self._renewed_at >= self.lease / 2:
-            self._renew(now + self.lease)
-            self._renewed_at = now
+        with self._renewing:
+            now = clock.now()
+            if now - self._renewed_at >= self.lease / 2:
+                self._renew(now + self.lease)
+                self._renewed_at = now
 
     def finish(self) -> None:
         """Mark the unit done (inside the owner's completing transaction, so
@@ -383,9 +390,10 @@ class Steps:
         from .compensation import compensate_owned
 
         if self._renew is not None:
-            now = clock.now()
-            self._renew(now + self.lease)
-            self._renewed_at = now
+            with self._renewing:
+                now = clock.now()
+                self._renew(now + self.lease)
+                self._renewed_at = now
         compensate_owned(
             self.unit.identity,
             reason,
