@@ -3,11 +3,12 @@ redelivery resumes at the first unfinished step, and giving up compensates."""
 
 import contextvars
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, suppress
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connections, transaction
 from kombu import Connection
 
 from idempotency.shared import clock as shared_clock
@@ -261,6 +262,30 @@ def test_steps_on_threads_of_a_worker_whose_lease_another_took_are_all_fenced(
 
     assert row().locked_until == taken  # the newer worker's, left alone
     assert row().state == InboxMessage.State.RUNNING
+
+
+def test_a_step_on_a_thread_outliving_its_consumer_is_refused_before_its_call():
+    # Misuse: the consumer left a worker thread running; its block ended and
+    # the delivery is applied. The thread's step must not call out.
+    late = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        with receive_steps("shipping", "m1") as delivery:
+            delivery.step("book", called("book"))
+
+            def straggle():
+                late.wait(10)
+                try:
+                    return delivery.step("label", called("label"))
+                finally:
+                    connections.close_all()
+
+            straggler = pool.submit(straggle)
+        late.set()
+        with pytest.raises(StepTakenOver, match="finished"):
+            straggler.result(10)
+
+    assert calls == ["book"]
+    assert row().state == InboxMessage.State.APPLIED
 
 
 def test_abandon_compensates_in_reverse_once_and_applies_the_delivery():

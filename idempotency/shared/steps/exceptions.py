@@ -38,7 +38,8 @@ class UndoNotImportable(StepError):
 
 class StepTakenOver(StepError):
     """A newer attempt joined the unit (this one's lease ran out, or an
-    operator abandoned it): this attempt stores nothing more."""
+    operator abandoned it), or this attempt finished it: this attempt
+    stores nothing more."""
 
     status = 409
     title = "A newer attempt took this unit over"

@@ -239,12 +239,17 @@ class Steps:
         attempt reached the recovery point. ``atomic=True``: ``fn`` does local
         database work, committed with its recovery point in one transaction
         (exactly once). ``undo(key, result)``, a module-level function,
-        compensates the step if the unit gives up.
+        compensates the step if the unit gives up. Refused before the call
+        (``StepTakenOver``) once this handle finished the unit.
         """
         _check_name(name, undo=undo is not None)
         undo_path = undo_path_of(undo) if undo is not None else ""
         if self.state in GIVEN_UP:
             raise Abandon(self.reason)
+        if self.state == UnitState.DONE:
+            # Called from a thread that outlived its owner's block: no
+            # attempt would store its recovery point, so make no call.
+            raise StepTakenOver(f"This unit finished; step {name!r} was not run.")
         if self.done(name):
             return self._results[name]
         connection = connections[self.using]

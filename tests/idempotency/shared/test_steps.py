@@ -439,6 +439,18 @@ def test_finish_is_fenced_too():
     assert UnitRecord.objects.get().state == "running"
 
 
+def test_a_step_called_after_its_unit_finished_is_refused_before_its_call():
+    # Misuse: a thread still running once the view returned. Its step has
+    # no attempt left to store it: it must not make the outside call either.
+    steps = start()
+    steps.step("charge", charge)
+    steps.finish()
+    with pytest.raises(StepTakenOver, match="finished"):
+        steps.step("book", book)
+    assert [call[0] for call in calls] == ["charge"]
+    assert set(names()) == {"charge"}
+
+
 # --- compensations -----------------------------------------------------------
 
 
