@@ -44,13 +44,18 @@ class InsertShape:
         opts = self.fields[0].model._meta
         return ", ".join(quote(opts.get_field(name).column) for name in names)
 
-    def params(self, values: dict[str, Any], connection) -> list:
-        """Each value through its field as the ORM's INSERT does; a field
-        without a value takes its default (no field here computes its value
-        on save: ``insert_shape`` refuses those)."""
+    def params(
+        self, values: dict[str, Any], connection, *, prepared: frozenset = frozenset()
+    ) -> list:
+        """Each value through its field as the ORM's INSERT does, but those
+        named in ``prepared``, which the caller prepared; a field without a
+        value takes its default (no field here computes its value on save:
+        ``insert_shape`` refuses those)."""
         params = []
         for field, default in zip(self.fields, self.prepared_defaults, strict=True):
-            if field.name in values:
+            if field.name in prepared:
+                value = values[field.name]
+            elif field.name in values:
                 value = field.get_db_prep_save(values[field.name], connection)
             elif default is _PER_CALL:
                 value = field.get_db_prep_save(field.get_default(), connection)

@@ -446,14 +446,6 @@ def store_point(using, *, unit, attempt, state, lease_until, now, **step) -> boo
         "finished_at": now,
         **step,
     }
-    table = _quoted(StepRecord, using)
-    done = (
-        f"{_next_id(table, connection)}, "
-        "state = excluded.state, attempt = excluded.attempt, "
-        "result = excluded.result, undo = excluded.undo, "
-        "undo_key = excluded.undo_key, error = '', "
-        f"attempts = {table}.attempts + 1, finished_at = excluded.finished_at"
-    )
     if connection.vendor != "postgresql":  # SQLite: no UPDATE in a CTE
         with transaction.atomic(using=using):
             held = (
@@ -466,11 +458,57 @@ def store_point(using, *, unit, attempt, state, lease_until, now, **step) -> boo
                     StepRecord.objects.using(using),
                     values,
                     unique=("unit", "name"),
-                    update=done,
+                    update=_done(using),
                 )
         return bool(held)
+    stamp = UnitRecord._meta.get_field("lease_expires_at").get_db_prep_save
+    at = stamp(now, connection)
+    params = [
+        stamp(lease_until, connection),
+        at,
+        unit,
+        attempt,
+        state,
+        # Through its field, each value would cost a step more Python calls
+        # than its statement: the callers' strings and ints go as given (the
+        # ORM's INSERT would leave them so), the time as prepared above.
+        *insert_shape(StepRecord, connection).params(
+            {**values, "created_at": at, "finished_at": at},
+            connection,
+            prepared=_PREPARED,
+        ),
+    ]
+    sql = _points.get(using)
+    if sql is None:
+        sql = _points[using] = _point_sql(using)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone() is not None
+
+
+# The step row's values store_point prepares itself; the result goes through
+# its JSON field.
+_PREPARED = frozenset(
+    (
+        "unit",
+        "name",
+        "state",
+        "attempt",
+        "undo",
+        "undo_key",
+        "created_at",
+        "finished_at",
+    )
+)
+# The recovery point's statement by database, built once (as the INSERTs'
+# shapes are, ..inserts): every step stores one.
+_points: dict[str, str] = {}
+
+
+def _point_sql(using) -> str:
+    """The recovery point's statement on PostgreSQL (see store_point)."""
+    connection = connections[using]
     insert = insert_shape(StepRecord, connection)
-    lease_field = UnitRecord._meta.get_field("lease_expires_at")
     sql = (
         f"WITH held AS (UPDATE {_quoted(UnitRecord, using)} "
         "SET lease_expires_at = %s, updated_at = %s "
@@ -478,20 +516,22 @@ def store_point(using, *, unit, attempt, state, lease_until, now, **step) -> boo
         f"INSERT INTO {insert.table} ({insert.columns}) "
         f"SELECT {insert.placeholders} FROM held "
         f"ON CONFLICT ({insert.conflict_target(connection, ('unit', 'name'))}) "
-        f"DO UPDATE SET {done} RETURNING 1"
+        f"DO UPDATE SET {_done(using)} RETURNING 1"
     )
-    stamp = lease_field.get_db_prep_save
-    params = [
-        stamp(lease_until, connection),
-        stamp(now, connection),
-        unit,
-        attempt,
-        state,
-        *insert.params(values, connection),
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchone() is not None
+    return sql
+
+
+def _done(using) -> str:
+    """What a failed row becoming done gets (``DO UPDATE SET``)."""
+    connection = connections[using]
+    table = _quoted(StepRecord, using)
+    return (
+        f"{_next_id(table, connection)}, "
+        "state = excluded.state, attempt = excluded.attempt, "
+        "result = excluded.result, undo = excluded.undo, "
+        "undo_key = excluded.undo_key, error = '', "
+        f"attempts = {table}.attempts + 1, finished_at = excluded.finished_at"
+    )
 
 
 def _next_id(table: str, connection) -> str:
