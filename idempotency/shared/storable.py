@@ -43,6 +43,13 @@ def jsonb(value, what: str = "A JSON value", *, encoder=None):
     refuses (NaN or infinity, a NUL or a lone surrogate in a string or a key)
     and for a value nested deeper than ``MAX_DEPTH``.
     """
+    # What comes back as it is, without the round trip (a step that returns
+    # nothing, say): null, true, false, and a string jsonb can hold.
+    if value is None or type(value) is bool:
+        return value
+    if type(value) is str:
+        check_text(value, what)
+        return value
     try:
         encoded = json.dumps(value, cls=encoder, allow_nan=False)
         stored = json.loads(

@@ -1,5 +1,6 @@
 """Durable steps: recovery points, the fence, and compensations (sagas)."""
 
+import enum
 import logging
 import threading
 from datetime import timedelta
@@ -139,6 +140,19 @@ def test_the_results_come_back_as_json_stores_them():
     first = start()
     assert first.step("pair", lambda key: (1, 2)) == [1, 2]
     assert start().step("pair", lambda key: (3, 4)) == [1, 2]
+
+
+class Paid(enum.StrEnum):
+    YES = "yes"
+
+
+@pytest.mark.parametrize(
+    "value", [None, True, False, "", "reçu", Paid.YES, 7, 7.5], ids=repr
+)
+def test_a_scalar_result_comes_back_to_the_first_run_as_the_retry_reads_it(value):
+    first = start().step("scalar", lambda key: value)
+    resumed = start().step("scalar", lambda key: "another")
+    assert (first, type(first)) == (resumed, type(resumed))
 
 
 def test_a_float_comes_back_to_the_first_run_as_the_retry_reads_it():
