@@ -413,6 +413,8 @@ def announce_step(
     kind: str, identity: str, intent: str, name: str, attempt: int, *, undo: bool, using
 ) -> None:
     """step_done, once the recovery point (a step's or an undo's) commits."""
+    if not report.heard(signals.step_done, logging.DEBUG):
+        return  # every step passes here: build nothing for nobody
     report(
         signals.step_done,
         logging.DEBUG,
