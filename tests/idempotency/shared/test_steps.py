@@ -142,6 +142,17 @@ def test_the_results_come_back_as_json_stores_them():
     assert start().step("pair", lambda key: (3, 4)) == [1, 2]
 
 
+@pytest.mark.postgresql
+def test_a_step_stores_its_recovery_point_in_one_statement(django_assert_num_queries):
+    steps = start()
+    steps.step("charge", charge)
+    with django_assert_num_queries(1):
+        assert steps.step("book", book) == "shp_1"
+    with django_assert_num_queries(1):
+        assert steps.step("email", email) is None
+    assert names() == {"charge": "done", "book": "done", "email": "done"}
+
+
 class Paid(enum.StrEnum):
     YES = "yes"
 
