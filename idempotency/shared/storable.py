@@ -52,9 +52,7 @@ def jsonb(value, what: str = "A JSON value", *, encoder=None):
         return value
     try:
         encoded = json.dumps(value, cls=encoder, allow_nan=False)
-        stored = json.loads(
-            encoded, parse_float=read_back, object_pairs_hook=_jsonb_object
-        )
+        stored = _decoder.decode(encoded)
     except ValueError as exc:  # NaN, infinity, a circular reference
         raise ValueError(f"{what} is not JSON: {exc}") from exc
     except RecursionError:
@@ -81,13 +79,19 @@ def read_back(number: str) -> float | int:
 def _jsonb_object(pairs) -> dict:
     """An object as jsonb keeps it: the last of duplicate keys, the shorter
     keys first, then by their bytes."""
-    return dict(sorted(dict(pairs).items(), key=lambda item: _key_order(item[0])))
+    return dict(sorted(dict(pairs).items(), key=_key_order))
 
 
-def _key_order(key: str) -> tuple[int, bytes]:
+def _key_order(pair: tuple[str, object]) -> tuple[int, bytes]:
+    """Where an object's (key, value) pair goes in jsonb's order."""
     # A lone surrogate is refused after (check_text), not here.
-    encoded = key.encode(errors="surrogatepass")
+    encoded = pair[0].encode(errors="surrogatepass")
     return len(encoded), encoded
+
+
+# Made once: json.loads() would make it again for every value (every step's
+# result passes here).
+_decoder = json.JSONDecoder(parse_float=read_back, object_pairs_hook=_jsonb_object)
 
 
 def text(value: str) -> str:
