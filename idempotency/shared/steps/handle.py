@@ -471,9 +471,9 @@ def store_point(using, *, unit, attempt, state, lease_until, now, **step) -> boo
         unit,
         attempt,
         state,
-        # Through its field, each value would cost a step more Python calls
-        # than its statement: the callers' strings and ints go as given (the
-        # ORM's INSERT would leave them so), the time as prepared above.
+        # Through their fields, these values cost a step more Python calls
+        # than running its statement: the callers' strings and ints go as
+        # given (the ORM's INSERT would leave them so), the time as above.
         *insert_shape(StepRecord, connection).params(
             {**values, "created_at": at, "finished_at": at},
             connection,
