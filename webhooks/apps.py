@@ -17,6 +17,7 @@ class WebhooksConfig(appconfig.OnceAppConfig):
         "webhooks.checks.check_enqueue",
         "webhooks.checks.check_base_app",
         "webhooks.checks.check_stray_handlers",
+        "webhooks.checks.check_unhandled_sources",
     ]
     retention_kinds = {
         "webhooks": ["webhooks.ops.purgeable_receipts", "webhooks.ops.purgeable_counts"]

@@ -34,13 +34,19 @@ def check_enqueue(app_configs=None, **kwargs):
     return _check_broker() if enqueue in (kicks.enqueue, tasks.enqueue) else []
 
 
+def _configured_sources() -> dict | None:
+    try:
+        return webhooks_settings.merged()["SOURCES"]
+    except ImproperlyConfigured:
+        return None  # reported by check_settings
+
+
 def check_stray_handlers(app_configs=None, **kwargs):
     """A handler registered for a source no setting configures never runs;
     processing fails that event type's deliveries instead of skipping them."""
-    try:
-        configured = webhooks_settings.merged()["SOURCES"]
-    except ImproperlyConfigured:
-        return []  # reported by check_settings
+    configured = _configured_sources()
+    if configured is None:
+        return []
     # A warning: a reusable app may ship handlers for a source this project
     # does not use; processing still refuses to skip what one was meant for.
     return [
@@ -51,4 +57,22 @@ def check_stray_handlers(app_configs=None, **kwargs):
             id="webhooks.W004",
         )
         for key, found in handlers.stray(configured).items()
+    ]
+
+
+def check_unhandled_sources(app_configs=None, **kwargs):
+    """A configured source with no handler skips every delivery: its handlers
+    most likely live in a module nothing imports."""
+    configured = _configured_sources()
+    if configured is None:
+        return []
+    return [
+        Warning(
+            f"No handler is registered for source {source!r}: every delivery "
+            "of it is skipped.",
+            hint=f"Register its handlers with @on({source!r}, ...) in "
+            f"{handlers.LOOKED_FOR}.",
+            id="webhooks.W005",
+        )
+        for source in handlers.unhandled(configured)
     ]

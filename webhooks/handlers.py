@@ -181,6 +181,21 @@ def describe_stray(key: tuple[str, str], handlers: list[Callable]) -> str:
     )
 
 
+# Where discovery looks, for the reports of a source no handler is found for.
+LOOKED_FOR = (
+    "a webhooks.py module of an installed app, imported on first processing "
+    "(or a module its AppConfig.ready() imports)"
+)
+
+
+def unhandled(configured: Iterable[str]) -> list[str]:
+    """The sources of ``configured`` no handler is registered for, whatever
+    the event type: every delivery of theirs is skipped."""
+    handlers_for("", "")  # discovered first
+    handled = {key[0] for key, handlers in _registry.items() if handlers}
+    return [source for source in configured if source not in handled]
+
+
 def event_types_handled(source: str) -> list[str]:
     """The event types of ``source`` that handlers are registered for."""
     handlers_for("", "")  # discovered first

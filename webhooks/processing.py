@@ -24,11 +24,23 @@ from idempotency.shared.steps import Abandon, StepTakenOver, begin
 from . import signals
 from .conf import webhooks_settings
 from .exceptions import HandlerFailed, ReceiptUnreadable, WorkerDied
-from .handlers import Event, describe_stray, handlers_for, run, runs_steps, stray
+from .handlers import (
+    LOOKED_FOR,
+    Event,
+    describe_stray,
+    handlers_for,
+    run,
+    runs_steps,
+    stray,
+    unhandled,
+)
 from .models import WebhookReceipt
 
 logger = logging.getLogger("webhooks")
 State = WebhookReceipt.State
+# The sources this process reported as having no handler: once each, since a
+# worker (gunicorn, Celery) runs no system checks to say it.
+_unhandled_reported: set[str] = set()
 # The stored traceback is for operators; the tail holds the useful part.
 MAX_ERROR_LENGTH = 4000
 
@@ -231,6 +243,23 @@ def _refuse_skipping(receipt) -> None:
         )
 
 
+def _report_unhandled(source) -> None:
+    """Warn, once per process, of a source no handler is registered for:
+    its handlers are most likely in a module nothing imports."""
+    if source in _unhandled_reported or source not in unhandled(
+        webhooks_settings.SOURCES
+    ):
+        return
+    _unhandled_reported.add(source)
+    logger.warning(
+        "No handler is registered for source %r: every delivery of it is "
+        "skipped. Handlers are looked for in %s.",
+        source,
+        LOOKED_FOR,
+        extra={"source": source},
+    )
+
+
 def _run_handlers(receipt) -> Outcome:
     """Run the receipt's handlers and mark it, in the caller's transaction."""
     with tracing.webhook(
@@ -245,6 +274,7 @@ def _handle(receipt) -> Outcome:
     handlers = handlers_for(receipt.source, receipt.event_type)
     if not handlers:
         _refuse_skipping(receipt)
+        _report_unhandled(receipt.source)
     event = _event(receipt)
     for handler in handlers:
         with units.running(event.unit):
