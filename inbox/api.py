@@ -701,9 +701,28 @@ def consumer_task(
         handler = consumer(
             subscriber, message_id=message_id, intent=intent, steps=steps
         )(func)
+        _claim_task_name(name, func)
         return shared_task(name=name, base=ConsumerTask, **options)(handler)
 
     return decorator
+
+
+# Each consumer_task's function by its Celery task name.
+_task_names: dict[str, str] = {}
+
+
+def _claim_task_name(name: str, func: Callable) -> None:
+    """Refuse a task name another consumer_task's function has: Celery keeps
+    the first task of a name and hands it to the second, whose function then
+    never runs. The same function again (its module imported twice) passes."""
+    defined = f"{func.__module__}.{func.__qualname__}"
+    taken = _task_names.setdefault(name, defined)
+    if taken != defined:
+        raise ImproperlyConfigured(
+            f"consumer_task(name={name!r}) over {defined}: {taken} has that "
+            "Celery task name already, and Celery would run it for both. "
+            "Give each consumer task a name of its own."
+        )
 
 
 def _backoff(attempt: int) -> float:

@@ -13,7 +13,13 @@ from django.utils import timezone
 from kombu import Connection, Exchange, Queue
 
 from idempotency.shared.steps import Abandon
-from inbox.api import consumer, message_id_from, receive, receive_steps
+from inbox.api import (
+    consumer,
+    consumer_task,
+    message_id_from,
+    receive,
+    receive_steps,
+)
 from inbox.exceptions import MessageIdInvalid, MessageIdMissing, SubscriberInvalid
 from inbox.models import InboxMessage
 from tests.conftest import run_concurrently
@@ -295,6 +301,36 @@ def test_a_consumer_over_a_consumer_of_its_subscriber_is_refused():
 
     with pytest.raises(ImproperlyConfigured, match="a consumer of 'shipping'"):
         consumer("shipping", message_id="message_id")(ship)
+
+
+def test_a_second_consumer_task_of_a_taken_name_is_refused_naming_both(
+    consumer_tasks,
+):
+    # Celery kept the first task of a name and handed it to the second
+    # decorator: the second consumer's messages ran the first one's code.
+    @consumer_task("stock", name="inbox_tests.taken")
+    def reserve(**kwargs): ...
+
+    def ship(**kwargs): ...
+
+    with pytest.raises(ImproperlyConfigured) as refused:
+        consumer_task("shipping", name="inbox_tests.taken")(ship)
+
+    message = str(refused.value)
+    assert "'inbox_tests.taken'" in message
+    assert f"{__name__}.{reserve.__qualname__}" in message
+    assert f"{__name__}.{ship.__qualname__}" in message
+
+
+def test_the_same_consumer_task_defined_again_is_not_refused(consumer_tasks):
+    # A module imported twice defines the same function again.
+    def define():
+        @consumer_task("stock", name="inbox_tests.defined_twice")
+        def reserve(**kwargs): ...
+
+        return reserve
+
+    assert define().name == define().name == "inbox_tests.defined_twice"
 
 
 def test_a_consumer_returning_an_awaitable_is_rolled_back_and_runs_again():

@@ -157,17 +157,6 @@ def test_a_broker_url_kombu_cannot_read_leaves_the_check_and_the_purge_running(
         app.conf.broker_url, app.conf.broker_transport_options = saved
 
 
-@pytest.fixture
-def consumer_tasks():
-    """Celery tasks the test declares, unregistered afterwards."""
-    from tests.celery import app
-
-    before = set(app.tasks)
-    yield
-    for name in set(app.tasks) - before:
-        app.tasks.unregister(name)
-
-
 def test_e006_a_consumer_task_without_the_inbox_wiring(consumer_tasks):
     from celery import shared_task
 
