@@ -126,3 +126,29 @@ def test_an_app_without_idempotency_is_a_check_error_not_a_crash(app, check_id):
     )
     assert found["ids"] == [check_id]
     assert "'idempotency'" in found["msg"]
+
+
+@pytest.mark.parametrize(
+    "load",
+    [
+        'include("idempotency.console.urls")',
+        'importlib.import_module("idempotency.console.admin")',
+    ],
+    ids=["urls", "admin"],
+)
+def test_the_console_without_admin_names_the_missing_app(load):
+    # Django's own refusal was a RuntimeError about LogEntry's app_label.
+    found = run(
+        [*BASE, "idempotency"],
+        f"""
+        import importlib
+        from django.urls import include
+        try:
+            {load}
+        except Exception as exc:
+            print(json.dumps({{"error": type(exc).__name__, "msg": str(exc)}}))
+        """,
+    )
+    assert found["error"] == "ImproperlyConfigured"
+    assert "'django.contrib.admin'" in found["msg"]
+    assert "idempotency.console" in found["msg"]

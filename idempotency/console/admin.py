@@ -9,7 +9,6 @@ from functools import reduce
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.utils import flatten
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
@@ -22,7 +21,12 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from ..shared import clock
+from . import require_admin
 from .panels import COUNT_CAP, count_up_to
+
+require_admin(__name__)
+
+from django.contrib.admin.models import CHANGE, LogEntry  # noqa: E402
 
 
 class CappedPaginator(Paginator):

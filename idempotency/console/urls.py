@@ -6,7 +6,11 @@ path("admin/ops/", include("idempotency.console.urls")),
 from django.contrib import admin
 from django.urls import path
 
-from . import views
+from . import require_admin
+
+require_admin(__name__)
+
+from . import views  # noqa: E402 - it imports the admin's LogEntry
 
 app_name = "once_ops"
 
