@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
+from types import FunctionType
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -112,13 +113,31 @@ def on(
         callables.refuse_deferred(handler, "Webhook handler")
         _refuse_other_kind(handler, steps)
         handlers = _registry.setdefault((source, event_type), [])
-        if handler not in handlers:
+        earlier = [i for i, known in enumerate(handlers) if _redefines(handler, known)]
+        if earlier:
+            # The newest definition runs, in the place of the first.
+            handlers[earlier[0]] = handler
+        elif handler not in handlers:
             handlers.append(handler)
         if steps:
             _steps_handlers[id(handler)] = handler
         return handler
 
     return register
+
+
+def _redefines(handler: Callable, known: Callable) -> bool:
+    """Whether ``handler`` is ``known`` defined again by another run of its
+    module: Python runs a module whose import failed partway in full on the
+    next import, and its handlers would run twice. Its module and qualified
+    name are the same, its module's globals new (closures that one factory
+    made share them, and are distinct handlers)."""
+    if not (isinstance(handler, FunctionType) and isinstance(known, FunctionType)):
+        return False
+    return (handler.__module__, handler.__qualname__) == (
+        known.__module__,
+        known.__qualname__,
+    ) and (handler.__globals__ is not known.__globals__)
 
 
 def _refuse_other_kind(handler: Callable, steps: bool) -> None:
