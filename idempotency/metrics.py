@@ -5,8 +5,7 @@ from prometheus_client import Counter
 from prometheus_client.core import GaugeMetricFamily
 
 from . import signals
-from .console.panels import count_up_to
-from .console.units import stuck
+from .console.panels import count_up_to, stuck
 from .models import IdempotencyRecord
 from .shared.steps.models import UnitRecord
 

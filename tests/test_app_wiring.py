@@ -152,3 +152,28 @@ def test_the_console_without_admin_names_the_missing_app(load):
     assert found["error"] == "ImproperlyConfigured"
     assert "'django.contrib.admin'" in found["msg"]
     assert "idempotency.console" in found["msg"]
+
+
+def test_metrics_without_admin_serve_every_apps_gauges():
+    # The keys' gauges imported the console's admin module for its "stuck"
+    # query: turning metrics on without the admin failed at startup.
+    found = run(
+        [*BASE, "idempotency", "outbox", "inbox", "webhooks"],
+        """
+        from django.test import Client, override_settings
+        from django.urls import include, path
+
+        urls.urlpatterns = [path("metrics", include("idempotency.prometheus.urls"))]
+        call_command("migrate", verbosity=0)
+        with override_settings(IDEMPOTENCY={"METRICS": True}):
+            answer = Client().get("/metrics")
+        print(json.dumps({
+            "status": answer.status_code,
+            "units_stuck": "once_units_stuck " in answer.content.decode(),
+            "console": [m for m in sys.modules if m.startswith("idempotency.console")],
+        }))
+        """,
+    )
+    assert found["status"] == 200
+    assert found["units_stuck"]
+    assert "idempotency.console.admin" not in found["console"]

@@ -16,24 +16,12 @@ from ..shared.steps import CompensationFailed, StepError, compensate
 from ..shared.steps.handle import report
 from ..shared.steps.models import StepRecord, UnitRecord
 from . import admin as console
-from .panels import Panel, in_state, stuck_leases
+from .panels import UNFINISHED, Panel, in_state, stuck, stuck_leases
 
 UnitState = UnitRecord.State
 StepState = StepRecord.State
-# Mid-steps: a worker holds the unit, or should.
-UNFINISHED = (UnitState.RUNNING, UnitState.COMPENSATING)
 # How much of a step's result its row shows.
 SHORT_RESULT = 80
-
-
-def stuck(queryset, now):
-    """Units mid-steps whose lease ran out: their worker died or hangs. Or
-    whose compensation stopped at an undo that raised: its lease cleared for
-    the next abandon, which nothing but an operator (or a retry) brings."""
-    return queryset.filter(
-        Q(state__in=UNFINISHED, lease_expires_at__lt=now)
-        | Q(state=UnitState.COMPENSATING, lease_expires_at=None)
-    )
 
 
 def _stuck(queryset):
