@@ -1,4 +1,5 @@
-"""Webhook handlers of the demo shop: payment events mark orders."""
+"""Webhook handlers of the demo shop: payment events mark orders; GitHub's
+ping is logged."""
 
 import logging
 
@@ -24,6 +25,13 @@ def standard_order_paid(event):
     data = event.data.get("data") if isinstance(event.data, dict) else None
     order_id = data.get("order_id") if isinstance(data, dict) else None
     _set_payment(event, order_id, Order.Status.PAID)
+
+
+@on("github", "ping")
+def github_ping(event):
+    # GitHub's first delivery to a new hook: nothing to change, only to see.
+    hook_id = event.data.get("hook_id") if isinstance(event.data, dict) else None
+    logger.info("GitHub hook %s pinged", hook_id)
 
 
 def _stripe_order_id(event):

@@ -36,6 +36,8 @@ def send(django_capture_on_commit_callbacks):
     def send(source, body):
         if source == "stripe":
             headers = signing.stripe_headers(body)
+        elif source == "github":
+            headers = signing.github_headers(body, event="ping")
         else:
             headers = signing.standard_headers(body, msg_id=json.loads(body)["id"])
         with django_capture_on_commit_callbacks(execute=True):
@@ -152,6 +154,13 @@ def test_a_standard_webhooks_order_paid_marks_the_order_paid(send, order):
     body = signing.event_body("msg_1", "order.paid", order_id=order.pk)
     assert send("standard", body).status_code == 202
     assert Order.objects.get().status == Order.Status.PAID
+
+
+def test_a_github_ping_is_processed_not_skipped(send):
+    body = json.dumps({"zen": "Keep it logically awesome.", "hook_id": 7}).encode()
+    assert send("github", body).status_code == 202
+
+    assert WebhookReceipt.objects.get().state == "processed"
 
 
 def test_a_payment_for_an_unknown_order_fails_visibly(send, order):
