@@ -292,6 +292,18 @@ def pays_swallowing_failures(event):
         return  # "logged"
 
 
+def pays_once_committed(event):
+    """Marks the order paid and notes it once the handler's transaction
+    commits (``on_commit``): the receipt is processed by then, so a worker
+    dying in between, or the note failing, loses the work for good."""
+
+    def pay():
+        Order.objects.filter(pk=event.data["order"]).update(status="paid")
+        Widget.objects.create(name=f"paid {event.data['order']}")
+
+    transaction.on_commit(pay)
+
+
 def pays_and_mails_every_run(event):
     """Marks the order paid and mails the receipt on every run: a processed
     receipt an operator force-reprocesses (to run a handler added since)

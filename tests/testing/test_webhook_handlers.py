@@ -95,6 +95,20 @@ def test_a_handlers_mistake_is_reported(check, handler, guarantee, said):
         assert words in message
 
 
+def test_a_handler_working_on_commit_is_reported_with_its_own_failure():
+    webhook = payments(broken.pays_once_committed, "kit.paid-on-commit")
+
+    failed = broken_message(deliveries.check_webhook_failure, webhook)
+    died = broken_message(deliveries.check_webhook_crash, webhook)
+
+    # The handler's own exception, not the kit's wrapper of it.
+    assert "it raised InjectedFailure, then the task was retried" in failed
+    assert "CannotCheck" not in failed
+    assert "notes: the effect was lost" in failed
+    assert died.startswith(f"Guarantee broken: {deliveries.CRASHED_WEBHOOK}")
+    assert "paid: the effect was lost" in died
+
+
 class PaymentSuite(WebhookSuite):  # run by hand below, not collected
     source = SOURCE
     event_type = "kit.paid-broken"

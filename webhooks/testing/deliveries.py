@@ -350,9 +350,11 @@ def check_webhook_failure(webhook: Webhook) -> None:
 
             def run():
                 try:
-                    desk.process_all(queued)
-                except g.CannotCheck as exc:  # a handler raised
-                    return exc
+                    for receipt_id in queued:
+                        process(receipt_id)
+                except HandlerFailed as exc:
+                    # Named in the report: the handler's own exception.
+                    return exc.__cause__ or exc
                 return None
 
             def retry():
