@@ -239,6 +239,19 @@ def mails_outside_steps(delivery, *, payload, **kwargs):
     delivery.step("note", lambda key: booking["id"])
 
 
+@consumer("broken.charges-under-its-own-key", steps=True)
+def charges_under_its_own_key(delivery, *, payload, **kwargs):
+    """Charges in a step, but under a key of its own, not the step's: a death
+    between the charge and its recovery point has the redelivery charge
+    again, and the provider cannot tell the two apart."""
+    delivery.step(
+        "charge", lambda key: services.charge(uuid.uuid4().hex, payload["amount"])
+    )
+    delivery.step(
+        "note", lambda key: Widget.objects.create(name=payload["name"]).pk, atomic=True
+    )
+
+
 def places_order_losing_its_event(name):
     """Records the order's event, then its change fails and is caught: the
     transaction rolls back with the event, and the caller, told nothing,

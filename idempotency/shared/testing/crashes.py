@@ -14,6 +14,7 @@
 """
 
 import re
+import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -24,6 +25,8 @@ from typing import Any
 
 from django.db import connection, connections
 from django.db.models.signals import post_save
+
+from idempotency.shared.signals import step_done
 
 from .clock import controlled_clock
 
@@ -75,7 +78,27 @@ def statement(sql: str, length: int = 70) -> str:
     write = _WRITE_TARGET.match(text)
     if write:
         return write.group(0)
+    if text.upper().startswith("WITH") and (main := _main_write(text)):
+        return f"WITH … {main}"
     return text if len(text) <= length else text[: length - 1] + "…"
+
+
+def _main_write(text: str) -> str | None:
+    """What a WITH query's main statement writes: the first write outside
+    the parentheses of its CTEs."""
+    depth = 0
+    for at, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif (
+            depth == 0
+            and text[at - 1] == " "
+            and (write := _WRITE_TARGET.match(text, at))
+        ):
+            return write.group(0)
+    return None
 
 
 # Failing after the first write.
@@ -178,10 +201,22 @@ class CommitPoints:
     crashed: str | None = None
     # Writes of the transaction in progress, to describe its COMMIT.
     _pending: list[str] = field(default_factory=list)
+    # The steps whose recovery point each durable point made, by its number:
+    # the library's SQL alone does not say which step a death came before.
+    recovery_points: dict[int, list[str]] = field(default_factory=dict)
 
     def describe(self) -> str:
         """``1) COMMIT of INSERT INTO "inbox_message"…; 2) …``."""
-        return "; ".join(f"{n}) {p}" for n, p in enumerate(self.points, 1))
+        return "; ".join(
+            f"{n}) {p}{self._steps_of(n)}" for n, p in enumerate(self.points, 1)
+        )
+
+    def _steps_of(self, number: int) -> str:
+        steps = self.recovery_points.get(number)
+        if not steps:
+            return ""
+        names = ", ".join(repr(step) for step in steps)
+        return f" (the recovery point of step {names})"
 
     def reach(self, what: str, when: str, connection) -> None:
         """Called just before and just after each durable point; dies there
@@ -225,7 +260,19 @@ def commit_points(crash_at: int | None = None, when: str = AFTER):
         tracker.reach(what, AFTER, connection)
         return result
 
+    watched = threading.get_ident()
+
+    def on_step(sender, *, step, undo=False, **kwargs):
+        # Sent once the recovery point is durable: the last point made it
+        # (when the step ran here: other threads' points are not counted).
+        if tracker.points and not undo and threading.get_ident() == watched:
+            steps = tracker.recovery_points.setdefault(len(tracker.points), [])
+            steps.append(step)
+
+    uid = f"once-commit-points-{id(tracker)}"
+    step_done.connect(on_step, weak=False, dispatch_uid=uid)
     with ExitStack() as stack:
+        stack.callback(step_done.disconnect, dispatch_uid=uid)
         stack.enter_context(_wrapping_every_connection(wrapper))
         for connection in connections.all():
             stack.enter_context(_watching_commits(connection, tracker))
