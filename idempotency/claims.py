@@ -319,6 +319,8 @@ def execute(request, policy: Policy, produce: Callable):
         else:
             response = _run_lease(claim, store, records, steps=policy.mode == STEPS)
         replayed = response.has_header(responses.REPLAYED_HEADER)
+        if replayed:
+            responses.encode_for(response, request)
         outcome = REPLAYED if replayed else EXECUTED
         return response
     except IdempotencyError as exc:

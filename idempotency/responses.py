@@ -1,12 +1,14 @@
 """Which responses are stored, what of them is kept, and how they replay."""
 
+import gzip
 import hashlib
 import logging
+import re
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.http import HttpResponse
-from django.utils.cache import has_vary_header
+from django.utils.cache import has_vary_header, patch_vary_headers
 from rest_framework.response import Response
 
 from . import signals
@@ -17,6 +19,9 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 # Content-Encoding says how to read the stored bytes (a view's own gzip_page
 # compressed them): without it a replay is unreadable.
 ALWAYS_REPLAYED = ("Content-Type", "Content-Encoding", "Location")
+
+# As GZipMiddleware reads Accept-Encoding.
+_ACCEPTS_GZIP = re.compile(r"\bgzip\b")
 
 # 401 too: it asks for credentials, and the retry that sends them must run.
 _NOT_STORABLE = frozenset({401, 408, 409, 425, 429})
@@ -233,3 +238,18 @@ def replay(record, session: str) -> HttpResponse:
     if "Content-Type" not in stored:
         del response["Content-Type"]  # HttpResponse's default, never stored
     return response
+
+
+def encode_for(response: HttpResponse, request) -> None:
+    """Hand a replay's gzip bytes only to a client that accepts gzip.
+
+    The stored bytes are the first client's: a view's own ``gzip_page``
+    compressed them because that client accepted gzip. A retry that does not
+    gets them decompressed, as the view would have answered it.
+    """
+    if response.get("Content-Encoding") != "gzip":
+        return
+    patch_vary_headers(response, ("Accept-Encoding",))
+    if not _ACCEPTS_GZIP.search(request.headers.get("Accept-Encoding", "")):
+        response.content = gzip.decompress(response.content)
+        del response["Content-Encoding"]

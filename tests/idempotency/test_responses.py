@@ -268,6 +268,32 @@ def test_a_compressed_answer_replays_with_its_content_encoding(user, client):
     assert json.loads(gzip.decompress(retry.content))["id"] == Widget.objects.get().pk
 
 
+def test_a_compressed_answer_replays_uncompressed_to_a_client_without_gzip(
+    user, client
+):
+    """The first client accepted gzip, its retry does not: gzip bytes would be
+    unreadable to it, as gzip_page would never have sent them."""
+    client.force_login(user)
+    kwargs = {"content_type": "application/json"}
+    first = client.post(
+        "/t/gzip/",
+        '{"name": "a"}',
+        headers={"Idempotency-Key": "k", "Accept-Encoding": "gzip"},
+        **kwargs,
+    )
+    retry = client.post(
+        "/t/gzip/", '{"name": "a"}', headers={"Idempotency-Key": "k"}, **kwargs
+    )
+
+    assert first["Content-Encoding"] == "gzip"
+    assert retry["Idempotent-Replayed"] == "true"
+    assert "Content-Encoding" not in retry
+    assert retry.content == gzip.decompress(first.content)
+    assert json.loads(retry.content)["id"] == Widget.objects.get().pk
+    assert "Accept-Encoding" in retry["Vary"]
+    assert Widget.objects.count() == 1
+
+
 def test_a_cookie_bound_answer_without_a_session_is_not_kept(api):
     # HTTP Basic: no session cookie to bind the answer to.
     first = api.post("/t/cookie/", {"name": "a"}, key="k")
