@@ -181,8 +181,8 @@ idempotency_settings = AppSettings(
             replay_headers,
             "idempotency.E008",
             "For example ['ETag'].",
-            doc="Response headers replayed besides Content-Type, Content-Encoding "
-            "and Location.",
+            doc="Response headers replayed besides Content-Type, Content-Encoding, "
+            "Content-Language and Location.",
         ),
         "MAX_STORED_BODY": Option(
             1024 * 1024,

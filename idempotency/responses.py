@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.http import HttpResponse
+from django.utils import translation
 from django.utils.cache import has_vary_header, patch_vary_headers
 from rest_framework.response import Response
 
@@ -20,6 +21,8 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 # compressed them): without it a replay is unreadable.
 ALWAYS_REPLAYED = ("Content-Type", "Content-Encoding", "Location")
 
+# It labels each answer with the request's language after the view has run.
+_LOCALE_MIDDLEWARE = "django.middleware.locale.LocaleMiddleware"
 # As GZipMiddleware reads Accept-Encoding.
 _ACCEPTS_GZIP = re.compile(r"\bgzip\b")
 
@@ -129,7 +132,24 @@ def keep(response, watch: SessionWatch) -> Answer | None:
                 watch, status, "it sets cookies for a client without a session"
             )
     headers = {name: stored[name] for name in replay_header_names() if name in stored}
+    language = _language_of(stored)
+    if language:
+        headers["Content-Language"] = language
     return Answer(status, body, headers, session)
+
+
+def _language_of(response) -> str | None:
+    """The language the client is told the answer is in, if any.
+
+    LocaleMiddleware labels a replay with the retry's language otherwise,
+    whatever language the stored bytes are in.
+    """
+    if "Content-Language" in response:  # the view's own
+        return response["Content-Language"]
+    if _LOCALE_MIDDLEWARE in settings.MIDDLEWARE:
+        # What the middleware will label it with: the language active now.
+        return translation.get_language()
+    return None
 
 
 def _not_kept(watch: SessionWatch, status: int, reason: str) -> Answer:

@@ -294,6 +294,35 @@ def test_a_compressed_answer_replays_uncompressed_to_a_client_without_gzip(
     assert Widget.objects.count() == 1
 
 
+def test_a_replay_keeps_the_language_of_its_answer(api, settings):
+    """LocaleMiddleware labels each answer with the request's language after
+    the view: a retry asking in English got the French answer labelled "en"."""
+    settings.MIDDLEWARE = [
+        *settings.MIDDLEWARE,
+        "django.middleware.locale.LocaleMiddleware",
+    ]
+    first = api.post("/t/widgets/", {"name": "a"}, key="k", **{"Accept-Language": "fr"})
+    retry = api.post("/t/widgets/", {"name": "a"}, key="k", **{"Accept-Language": "en"})
+
+    assert first["Content-Language"] == "fr"
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry.content == first.content
+    assert retry["Content-Language"] == "fr"
+    assert Widget.objects.count() == 1
+
+
+def test_a_replay_keeps_the_language_the_view_gave_its_answer(user):
+    client = session_of(user)
+
+    first = post(client, "/t/german/")
+    retry = post(client, "/t/german/")
+
+    assert first["Content-Language"] == "de"
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry["Content-Language"] == "de"
+    assert Widget.objects.count() == 1
+
+
 def test_a_cookie_bound_answer_without_a_session_is_not_kept(api):
     # HTTP Basic: no session cookie to bind the answer to.
     first = api.post("/t/cookie/", {"name": "a"}, key="k")

@@ -63,6 +63,7 @@ urlpatterns = [
     path("t/file/", views.file_view),
     path("t/vary-cookie/", views.vary_cookie_view),
     path("t/gzip/", views.gzip_view),
+    path("t/german/", views.german_view),
     path("t/async/", views.async_view),
     path("t/async-handler/", views.AsyncHandlerView.as_view()),
 ]

@@ -531,6 +531,15 @@ def gzip_view(request):
 
 
 @csrf_exempt
+@idempotent("widget.german")
+def german_view(request):
+    """An answer in a language the view chose, whatever the request's."""
+    response = JsonResponse({"id": _create_widget(request).pk}, status=201)
+    response["Content-Language"] = "de"
+    return response
+
+
+@csrf_exempt
 @idempotent("widget.vary-cookie")
 @vary_on_cookie
 def vary_cookie_view(request):
