@@ -46,6 +46,15 @@ def test_retry_replays_status_body_and_headers_without_running(api):
     assert Widget.objects.count() == 1
 
 
+def test_keys_differing_only_in_case_are_two_keys(api):
+    api.post("/t/widgets/", {"name": "a"}, key="k1")
+    other = api.post("/t/widgets/", {"name": "a"}, key="K1")
+
+    assert other.status_code == 201
+    assert "Idempotent-Replayed" not in other
+    assert Widget.objects.count() == 2
+
+
 def test_same_key_different_payload_is_422_and_the_view_does_not_run(api):
     api.post("/t/widgets/", {"name": "a"}, key="k1")
     response = api.post("/t/widgets/", {"name": "b"}, key="k1")
