@@ -273,3 +273,5 @@ def encode_for(response: HttpResponse, request) -> None:
     if not _ACCEPTS_GZIP.search(request.headers.get("Accept-Encoding", "")):
         response.content = gzip.decompress(response.content)
         del response["Content-Encoding"]
+        if "Content-Length" in response:  # replayed: the gzip bytes' length
+            response["Content-Length"] = len(response.content)

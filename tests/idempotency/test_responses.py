@@ -268,11 +268,8 @@ def test_a_compressed_answer_replays_with_its_content_encoding(user, client):
     assert json.loads(gzip.decompress(retry.content))["id"] == Widget.objects.get().pk
 
 
-def test_a_compressed_answer_replays_uncompressed_to_a_client_without_gzip(
-    user, client
-):
-    """The first client accepted gzip, its retry does not: gzip bytes would be
-    unreadable to it, as gzip_page would never have sent them."""
+def gzip_then_without_gzip(user, client):
+    """A first request accepting gzip, then its retry not accepting it."""
     client.force_login(user)
     kwargs = {"content_type": "application/json"}
     first = client.post(
@@ -284,6 +281,15 @@ def test_a_compressed_answer_replays_uncompressed_to_a_client_without_gzip(
     retry = client.post(
         "/t/gzip/", '{"name": "a"}', headers={"Idempotency-Key": "k"}, **kwargs
     )
+    return first, retry
+
+
+def test_a_compressed_answer_replays_uncompressed_to_a_client_without_gzip(
+    user, client
+):
+    """The first client accepted gzip, its retry does not: gzip bytes would be
+    unreadable to it, as gzip_page would never have sent them."""
+    first, retry = gzip_then_without_gzip(user, client)
 
     assert first["Content-Encoding"] == "gzip"
     assert retry["Idempotent-Replayed"] == "true"
@@ -292,6 +298,20 @@ def test_a_compressed_answer_replays_uncompressed_to_a_client_without_gzip(
     assert json.loads(retry.content)["id"] == Widget.objects.get().pk
     assert "Accept-Encoding" in retry["Vary"]
     assert Widget.objects.count() == 1
+
+
+def test_a_decompressed_replay_does_not_keep_the_compressed_length(
+    user, client, settings
+):
+    """Content-Length in REPLAY_HEADERS stores gzip_page's length of the gzip
+    bytes: sent with the decompressed ones, it cuts the answer short."""
+    settings.IDEMPOTENCY = {"REPLAY_HEADERS": ["Content-Length"]}
+    first, retry = gzip_then_without_gzip(user, client)
+
+    assert first["Content-Length"] == str(len(first.content))
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry["Content-Length"] == str(len(retry.content))
+    assert json.loads(retry.content)["id"] == Widget.objects.get().pk
 
 
 def test_a_replay_keeps_the_language_of_its_answer(api, settings):
