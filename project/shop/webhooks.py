@@ -1,5 +1,5 @@
-"""Webhook handlers of the demo shop: payment events mark orders; GitHub's
-ping is logged."""
+"""Webhook handlers of the demo shop: payment events mark orders; a GitHub
+star is logged."""
 
 import logging
 
@@ -27,11 +27,12 @@ def standard_order_paid(event):
     _set_payment(event, order_id, Order.Status.PAID)
 
 
-@on("github", "ping")
-def github_ping(event):
-    # GitHub's first delivery to a new hook: nothing to change, only to see.
-    hook_id = event.data.get("hook_id") if isinstance(event.data, dict) else None
-    logger.info("GitHub hook %s pinged", hook_id)
+@on("github", "star")
+def github_starred(event):
+    # Nothing to change in the shop: the delivery is only logged.
+    sender = event.data.get("sender") if isinstance(event.data, dict) else None
+    login = sender.get("login") if isinstance(sender, dict) else None
+    logger.info("The repository was starred or unstarred by %s", login)
 
 
 def _stripe_order_id(event):

@@ -37,7 +37,7 @@ def send(django_capture_on_commit_callbacks):
         if source == "stripe":
             headers = signing.stripe_headers(body)
         elif source == "github":
-            headers = signing.github_headers(body, event="ping")
+            headers = signing.github_headers(body, event="star")
         else:
             headers = signing.standard_headers(body, msg_id=json.loads(body)["id"])
         with django_capture_on_commit_callbacks(execute=True):
@@ -156,8 +156,8 @@ def test_a_standard_webhooks_order_paid_marks_the_order_paid(send, order):
     assert Order.objects.get().status == Order.Status.PAID
 
 
-def test_a_github_ping_is_processed_not_skipped(send):
-    body = json.dumps({"zen": "Keep it logically awesome.", "hook_id": 7}).encode()
+def test_a_github_star_is_processed_not_skipped(send):
+    body = json.dumps({"action": "created", "sender": {"login": "octocat"}}).encode()
     assert send("github", body).status_code == 202
 
     assert WebhookReceipt.objects.get().state == "processed"
