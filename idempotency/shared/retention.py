@@ -89,6 +89,14 @@ def purge(
     if isinstance(only, str):
         # As the command takes them (a beat entry's kwargs): "a, b".
         only = [kind.strip() for kind in only.split(",") if kind.strip()]
+    if only is not None and not (
+        isinstance(only, list | tuple | set | frozenset)
+        and all(isinstance(kind, str) for kind in only)
+    ):
+        raise ValueError(
+            f'only must be kind names, a list or "a, b" '
+            f"({', '.join(kinds)}), not {only!r}"
+        )
     if only is not None and not only:
         # An empty choice (``--only ""``) is a mistake, never "every kind".
         raise ValueError(f"Choose at least one kind: {', '.join(kinds)}.")

@@ -207,6 +207,15 @@ def test_unknown_kind_is_refused():
         retention.purge(only=["nope"])
 
 
+@pytest.mark.parametrize("only", [5, ["idempotency", 3], [None], b"idempotency"])
+def test_kinds_not_given_as_names_are_refused(only, mixed_records):
+    # As a beat entry's kwargs may give them: a bare TypeError came out of
+    # set(5) or of joining the unknown kinds' names.
+    with pytest.raises(ValueError, match="only must be kind names"):
+        run_the_task(only=only)
+    assert len(remaining_keys()) == 5
+
+
 def test_command_prints_counts(mixed_records):
     out = StringIO()
     call_command("purge_idempotency", "--only", "idempotency", stdout=out)
