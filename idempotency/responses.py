@@ -5,11 +5,14 @@ import hashlib
 import logging
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from django.conf import settings
 from django.http import HttpResponse
+from django.middleware.locale import LocaleMiddleware
 from django.utils import translation
 from django.utils.cache import has_vary_header, patch_vary_headers
+from django.utils.module_loading import import_string
 from rest_framework.response import Response
 
 from . import signals
@@ -21,8 +24,6 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 # compressed them): without it a replay is unreadable.
 ALWAYS_REPLAYED = ("Content-Type", "Content-Encoding", "Location")
 
-# It labels each answer with the request's language after the view has run.
-_LOCALE_MIDDLEWARE = "django.middleware.locale.LocaleMiddleware"
 # As GZipMiddleware reads Accept-Encoding.
 _ACCEPTS_GZIP = re.compile(r"\bgzip\b")
 
@@ -146,10 +147,24 @@ def _language_of(response) -> str | None:
     """
     if "Content-Language" in response:  # the view's own
         return response["Content-Language"]
-    if _LOCALE_MIDDLEWARE in settings.MIDDLEWARE:
+    if _labels_languages(tuple(settings.MIDDLEWARE)):
         # What the middleware will label it with: the language active now.
         return translation.get_language()
     return None
+
+
+@lru_cache(maxsize=8)
+def _labels_languages(middleware: tuple[str, ...]) -> bool:
+    """Whether a LocaleMiddleware, Django's or a project's subclass, is in
+    ``middleware``: it labels each answer with the request's language after
+    the view has run.
+
+    Cached per MIDDLEWARE, so each entry is imported once, not per request.
+    """
+    return any(
+        isinstance(entry, type) and issubclass(entry, LocaleMiddleware)
+        for entry in map(import_string, middleware)
+    )
 
 
 def _not_kept(watch: SessionWatch, status: int, reason: str) -> Answer:

@@ -12,6 +12,7 @@ import re
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.middleware.csrf import get_token
+from django.middleware.locale import LocaleMiddleware
 from django.test import Client
 
 from idempotency.checks import check_settings
@@ -327,6 +328,26 @@ def test_a_replay_keeps_the_language_of_its_answer(api, settings):
     assert first["Content-Language"] == "fr"
     assert retry["Idempotent-Replayed"] == "true"
     assert retry.content == first.content
+    assert retry["Content-Language"] == "fr"
+    assert Widget.objects.count() == 1
+
+
+class ProjectLocaleMiddleware(LocaleMiddleware):
+    """A project's own LocaleMiddleware: it labels answers all the same."""
+
+
+def test_a_replay_keeps_the_language_a_locale_middleware_subclass_gave(api, settings):
+    # Only Django's own dotted path was looked for: the replay was labelled
+    # with the retry's language.
+    settings.MIDDLEWARE = [
+        *settings.MIDDLEWARE,
+        f"{__name__}.ProjectLocaleMiddleware",
+    ]
+    first = api.post("/t/widgets/", {"name": "a"}, key="k", **{"Accept-Language": "fr"})
+    retry = api.post("/t/widgets/", {"name": "a"}, key="k", **{"Accept-Language": "en"})
+
+    assert first["Content-Language"] == "fr"
+    assert retry["Idempotent-Replayed"] == "true"
     assert retry["Content-Language"] == "fr"
     assert Widget.objects.count() == 1
 
