@@ -246,9 +246,9 @@ def _refuse_skipping(receipt) -> None:
 def _report_unhandled(source) -> None:
     """Warn, once per process, of a source no handler is registered for:
     its handlers are most likely in a module nothing imports."""
-    if source in _unhandled_reported or source not in unhandled(
-        webhooks_settings.SOURCES
-    ):
+    # This source only: a handled source's skipped event types pass here on
+    # every delivery.
+    if source in _unhandled_reported or not unhandled([source]):
         return
     _unhandled_reported.add(source)
     logger.warning(

@@ -511,7 +511,7 @@ def _point_sql(using) -> str:
     """The recovery point's statement on PostgreSQL (see store_point)."""
     connection = connections[using]
     insert = insert_shape(StepRecord, connection)
-    sql = (
+    return (
         f"WITH held AS (UPDATE {_quoted(UnitRecord, using)} "
         "SET lease_expires_at = %s, updated_at = %s "
         "WHERE id = %s AND attempt = %s AND state = %s RETURNING 1) "
@@ -520,7 +520,6 @@ def _point_sql(using) -> str:
         f"ON CONFLICT ({insert.conflict_target(connection, ('unit', 'name'))}) "
         f"DO UPDATE SET {_done(using)} RETURNING 1"
     )
-    return sql
 
 
 def _done(using) -> str:
