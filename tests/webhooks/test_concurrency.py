@@ -2,6 +2,7 @@
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from celery.contrib.testing.worker import start_worker
@@ -341,3 +342,42 @@ def test_a_redelivery_during_a_failing_retry_is_reopened_and_runs(
     processing.drain(10, lambda pk: None)  # the drain the redelivery kicked
     assert WebhookReceipt.objects.get(pk=pk).state == "processed"
     assert calls == ["evt_race", "evt_race"]
+
+
+def test_a_receipt_being_processed_reads_received_and_a_redelivery_waits_on_nothing(
+    settings,
+):
+    # Receipts never enter "processing": the row lock alone makes the run
+    # exclusive, so another connection reads the receipt as received while
+    # its handlers run, and the provider's resend is a plain duplicate,
+    # answered at once and enqueued nowhere.
+    enqueued = []
+    settings.WEBHOOKS = {**settings.WEBHOOKS, "ENQUEUE": enqueued.append}
+    running, finish = threading.Event(), threading.Event()
+
+    @on("github", "push")
+    def slow(event):
+        running.set()
+        finish.wait(10)
+
+    pk = _stored_receipt()
+
+    def worker():
+        try:
+            return processing.process(pk)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        run = pool.submit(worker)
+        try:
+            assert running.wait(10)
+            assert WebhookReceipt.objects.get(pk=pk).state == "received"
+            started = time.monotonic()
+            assert deliver() == 200
+            assert time.monotonic() - started < 2
+            assert enqueued == []
+        finally:
+            finish.set()
+        assert run.result(10) == processing.Outcome.PROCESSED
+    assert WebhookReceipt.objects.get(pk=pk).state == "processed"

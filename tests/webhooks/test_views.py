@@ -375,6 +375,21 @@ def test_a_signed_body_that_is_not_a_json_event_is_400(source, body):
 
 
 @pytest.mark.parametrize("source", sorted(SIGN))
+def test_a_signed_empty_body_is_400_and_stores_nothing(source):
+    response = post(f"/webhooks/{source}/", b"", SIGN[source](b""))
+    assert response.status_code == 400
+    assert problem(response)["type"].endswith("/webhook-malformed-body")
+    assert not WebhookReceipt.objects.exists()
+
+
+def test_a_raw_hmac_source_takes_a_signed_empty_body(webhook_sources):
+    webhook_sources.WEBHOOKS["SOURCES"]["hmac"]["OPTIONS"] = {"BODY": "raw"}
+    response = post("/webhooks/hmac/", b"", SIGN["hmac"](b""))
+    assert response.status_code == 202
+    assert bytes(WebhookReceipt.objects.get().body) == b""
+
+
+@pytest.mark.parametrize("source", sorted(SIGN))
 def test_a_signed_form_whose_payload_is_not_a_json_object_is_400(source):
     body = b"payload=" + quote_plus("[1, 2]").encode()
     response = Client().post(
