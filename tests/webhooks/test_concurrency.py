@@ -120,6 +120,22 @@ def test_eight_concurrent_workers_run_the_handlers_once(
     assert set(states) <= {"processed", processing.Outcome.BUSY}
 
 
+def test_racing_redeliveries_of_a_failed_receipt_reopen_and_enqueue_it_once(settings):
+    # GitHub's "Redeliver" clicked twice (or two retries crossing): one
+    # reopens the failed receipt and enqueues it, the others are duplicates
+    # of a received receipt, so its handlers run once more, not once each.
+    enqueued = []
+    settings.WEBHOOKS = {**settings.WEBHOOKS, "ENQUEUE": enqueued.append}
+    pk = _stored_receipt()
+    WebhookReceipt.objects.filter(pk=pk).update(state="failed", attempts=1)
+
+    statuses = run_concurrently(8, deliver)
+
+    assert sorted(statuses) == [200] * 7 + [202]
+    assert enqueued == [pk]
+    assert WebhookReceipt.objects.get(pk=pk).state == "received"
+
+
 def test_a_worker_finding_the_receipt_locked_leaves_at_once_without_running_it(runs):
     """SKIP LOCKED is required, not merely allowed: without it, process()
     would queue behind the lock for as long as the holder keeps it."""
