@@ -217,6 +217,33 @@ def test_a_claim_leases_its_messages_until_the_lease_lapses(clock, make_messages
     assert [m.attempts for m in again] == [2, 2, 2]
 
 
+@pytest.mark.postgresql
+def test_no_row_is_locked_nor_transaction_open_while_the_broker_is_awaited(
+    sent, make_messages
+):
+    # The claim commits before publishing: a broker that stalls must not hold
+    # the rows (other relays, record() and the console's requeue would queue
+    # behind it) nor an open transaction (idle in transaction, vacuum held).
+    make_messages(3)
+    seen = []
+
+    def rows_free(_index):
+        with transaction.atomic(), connections["default"].cursor() as cursor:
+            # NOWAIT: a row the publishing relay still locked raises at once.
+            cursor.execute("SELECT id FROM outbox_message FOR UPDATE NOWAIT")
+            return len(cursor.fetchall())
+
+    class Inspecting(InMemoryPublisher):
+        def publish_many(self, messages):
+            seen.append(
+                (connections["default"].in_atomic_block, run_concurrently(1, rows_free))
+            )
+            return super().publish_many(messages)
+
+    assert relay.drain(publisher=Inspecting(allow_in_memory=True)).published == 3
+    assert seen == [(False, [3])]
+
+
 def test_a_claimed_message_holds_its_row_as_the_claim_left_it(clock, make_messages):
     # The claim does not read back the lease it set: every field must still
     # equal the row's, none deferred to a query of its own.
