@@ -6,6 +6,7 @@ from rest_framework import mixins, serializers, viewsets
 from idempotency.mixins import IdempotencyMixin
 from outbox.api import record
 
+from .crashes import crash_point
 from .models import Order
 
 
@@ -34,6 +35,7 @@ class OrderViewSet(
 
     def perform_create(self, serializer):
         claim = self.request.idempotency
+        crash_point("before:order")  # the key claimed, nothing written
         # The order and its event commit together, inside the claim's transaction.
         with transaction.atomic(savepoint=False):
             order = serializer.save(owner=self.request.user)
@@ -43,4 +45,5 @@ class OrderViewSet(
                 "order.created",
                 {"order": order.pk, "sku": order.sku, "quantity": order.quantity},
             )
+        crash_point("after:order")  # written, not committed
         claim.set_resource(order)
