@@ -2,12 +2,15 @@
 failure, answers that invite a retry, and a key reused while it is held."""
 
 import json
+import threading
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 
 from idempotency.models import IdempotencyRecord
+from idempotency.shared.steps.models import UnitRecord
+from tests.conftest import run_concurrently
 from tests.testapp import steps_views, views
 from tests.testapp.downstream import provider
 from tests.testapp.models import Widget
@@ -125,6 +128,45 @@ def test_retry_after_on_a_held_key_is_the_lease_left_in_whole_seconds(
     assert response.status_code == 409
     assert json.loads(response.content)["type"].endswith("/request-in-flight")
     assert response["Retry-After"] == "20"  # 19.5 s left, rounded up
+
+
+def test_a_retry_while_an_operator_compensates_the_unit_is_409_then_abandoned(
+    api, user, abandon_in_console, clock
+):
+    from .test_steps_mode import unit_of
+
+    views.faults["crash"] = 1  # dies after the charge, holding its lease
+    with pytest.raises(views.SimulatedCrash):
+        api.post(PAYMENT, BODIES[PAYMENT], key="k")
+    clock.advance(seconds=31)  # stuck mid-steps: an operator abandons it
+    refunding, refunded = threading.Event(), threading.Event()
+
+    def hold_the_refund(step):
+        if step == "undo:charge":
+            refunding.set()
+            refunded.wait(10)
+
+    steps_views.on_call.append(hold_the_refund)
+
+    def run(i):
+        if i == 0:
+            return abandon_in_console(unit_of(user).identity)
+        refunding.wait(10)
+        try:  # the client retries while the refund runs
+            return api.post(PAYMENT, BODIES[PAYMENT], key="k")
+        finally:
+            refunded.set()
+
+    retry = run_concurrently(2, run)[1]
+
+    assert retry.status_code == 409
+    assert json.loads(retry.content)["type"].endswith("/request-in-flight")
+    assert retry["Retry-After"].isdigit()
+    after = api.post(PAYMENT, BODIES[PAYMENT], key="k")
+    assert after.status_code == 422
+    assert json.loads(after.content)["type"].endswith("/operation-abandoned")
+    assert len(steps_views.refunds) == 1
+    assert UnitRecord.objects.get().state == "compensated"
 
 
 def test_an_async_view_that_raised_runs_again_on_the_retry(user):
