@@ -641,6 +641,13 @@ def _run_lease(claim, store, records, *, steps=False):
         return _store_in_block(claim, records, store)
     except LeaseLost:
         raise
+    except RequestInFlight:
+        # Held off before any work (steps mode: an operator's abandon is
+        # compensating the unit, so its first step refused): hand the key
+        # back for the next retry, and let the 409 report itself as the
+        # conflict it is, not as a failure.
+        _record_failure(claim, records, fenced=True)
+        raise
     except _Discard as discard:
         _record_failure(claim, records, fenced=True)
         _failed(

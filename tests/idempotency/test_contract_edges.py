@@ -11,6 +11,7 @@ from django.test import AsyncClient
 from idempotency.models import IdempotencyRecord
 from idempotency.shared.steps.models import UnitRecord
 from tests.conftest import run_concurrently
+from tests.signals import listening
 from tests.testapp import steps_views, views
 from tests.testapp.downstream import provider
 from tests.testapp.models import Widget
@@ -133,6 +134,36 @@ def test_retry_after_on_a_held_key_is_the_lease_left_in_whole_seconds(
 def test_a_retry_while_an_operator_compensates_the_unit_is_409_then_abandoned(
     api, user, abandon_in_console, clock
 ):
+    retry, _heard = _retry_while_the_console_refunds(
+        api, user, abandon_in_console, clock
+    )
+
+    assert retry.status_code == 409
+    assert json.loads(retry.content)["type"].endswith("/request-in-flight")
+    assert retry["Retry-After"].isdigit()
+    after = api.post(PAYMENT, BODIES[PAYMENT], key="k")
+    assert after.status_code == 422
+    assert json.loads(after.content)["type"].endswith("/operation-abandoned")
+    assert len(steps_views.refunds) == 1
+    assert UnitRecord.objects.get().state == "compensated"
+
+
+def test_a_retry_held_off_by_a_compensation_is_reported_as_a_conflict_only(
+    api, user, abandon_in_console, clock
+):
+    # Nothing of the view ran and nothing raised: no key_failed ("raised",
+    # 500, logged as a WARNING) beside the 409's key_conflict.
+    _retry, heard = _retry_while_the_console_refunds(
+        api, user, abandon_in_console, clock
+    )
+
+    keys = [name for name in heard.names() if name.startswith("key_")]
+    assert keys == ["key_claimed", "key_conflict"]
+
+
+def _retry_while_the_console_refunds(api, user, abandon_in_console, clock):
+    """The retry a client sends while an operator's abandon refunds the
+    charge of its stuck unit; the signals that retry sent."""
     from .test_steps_mode import unit_of
 
     views.faults["crash"] = 1  # dies after the charge, holding its lease
@@ -157,16 +188,9 @@ def test_a_retry_while_an_operator_compensates_the_unit_is_409_then_abandoned(
         finally:
             refunded.set()
 
-    retry = run_concurrently(2, run)[1]
-
-    assert retry.status_code == 409
-    assert json.loads(retry.content)["type"].endswith("/request-in-flight")
-    assert retry["Retry-After"].isdigit()
-    after = api.post(PAYMENT, BODIES[PAYMENT], key="k")
-    assert after.status_code == 422
-    assert json.loads(after.content)["type"].endswith("/operation-abandoned")
-    assert len(steps_views.refunds) == 1
-    assert UnitRecord.objects.get().state == "compensated"
+    with listening() as heard:
+        retry = run_concurrently(2, run)[1]
+    return retry, heard
 
 
 def test_an_async_view_that_raised_runs_again_on_the_retry(user):
