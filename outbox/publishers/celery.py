@@ -72,6 +72,14 @@ class CeleryTaskPublisher(BasePublisher):
         self.confirm_timeout = timeout_seconds(
             confirm_timeout, "CeleryTaskPublisher", "confirm_timeout"
         )
+        if not self.tasks:
+            # With nowhere to deliver, every event would fail "no task" and
+            # go dead hours later, under a relay that looked healthy.
+            raise OutboxConfigurationError(
+                "CeleryTaskPublisher needs tasks: a mapping of event types to "
+                "the task names to send them as, such as "
+                "{'order.created': 'shop.reserve_stock'}."
+            )
         # kombu's Connection, made by open().
         self.connection: Any = None
 

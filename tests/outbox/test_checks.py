@@ -9,6 +9,8 @@ from kombu import Queue
 from outbox import checks, relay
 from tests.servers import AMQP_URL
 
+TASKS = {"order.created": "testapp.reserve_stock"}
+
 
 def ids(messages):
     return [m.id for m in messages]
@@ -158,7 +160,7 @@ def test_e009_a_task_name_no_worker_of_this_app_runs():
     ("publisher", "options", "waits"),
     [
         ("KombuPublisher", {"url": AMQP_URL}, 35),  # connect 5 s + confirms 30 s
-        ("CeleryTaskPublisher", {"tasks": {}, "confirm_timeout": 45}, 45),
+        ("CeleryTaskPublisher", {"tasks": TASKS, "confirm_timeout": 45}, 45),
     ],
 )
 def test_e012_a_lease_that_lapses_while_the_broker_is_awaited(
@@ -176,6 +178,33 @@ def test_e012_a_lease_that_lapses_while_the_broker_is_awaited(
             relay.drain()
     with override_settings(OUTBOX={**lapsing, "LEASE": waits + 1}):
         assert checks.check_publisher() == []
+
+
+@pytest.mark.parametrize("options", [{}, {"tasks": {}}, {"queue": "orders"}])
+@pytest.mark.django_db
+def test_e005_a_celery_publisher_with_no_tasks_has_nowhere_to_deliver(options):
+    # Rule 9: it passed the check, the relay ran, and every event failed "no
+    # task" until it was dead, hours later.
+    from django.db import transaction
+
+    from outbox.api import record
+    from outbox.exceptions import OutboxConfigurationError
+    from outbox.models import OutboxMessage
+
+    publisher = "outbox.publishers.CeleryTaskPublisher"
+    with override_settings(
+        OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}
+    ):
+        [error] = checks.check_publisher()
+        assert error.id == "outbox.E005"
+        assert "needs tasks" in error.hint
+        with transaction.atomic():
+            record("order", 1, "order.created", {})
+        with pytest.raises(OutboxConfigurationError, match="needs tasks"):
+            relay.drain()
+    [message] = OutboxMessage.objects.all()
+    assert message.attempts == 0
+    assert message.published_at is None
 
 
 @pytest.mark.parametrize("remote_tasks", [False, True])
