@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import DatabaseError, IntegrityError, connections, router, transaction
 from django.utils.module_loading import import_string
@@ -440,14 +440,6 @@ def store_point(using, *, unit, attempt, state, lease_until, now, **step) -> boo
     newer attempt joining the unit waits on that lock, then sees the step.
     """
     connection = connections[using]
-    values = {
-        "unit": unit,
-        "state": StepState.DONE,
-        "attempt": attempt,
-        "created_at": now,
-        "finished_at": now,
-        **step,
-    }
     if connection.vendor != "postgresql":  # SQLite: no UPDATE in a CTE
         with transaction.atomic(using=using):
             held = (
@@ -458,68 +450,103 @@ def store_point(using, *, unit, attempt, state, lease_until, now, **step) -> boo
             if held:
                 insert_or_update(
                     StepRecord.objects.using(using),
-                    values,
+                    {
+                        "unit": unit,
+                        "state": StepState.DONE,
+                        "attempt": attempt,
+                        "created_at": now,
+                        "finished_at": now,
+                        **step,
+                    },
                     unique=("unit", "name"),
                     update=_done(using),
                 )
         return bool(held)
-    stamp = UnitRecord._meta.get_field("lease_expires_at").get_db_prep_save
-    at = stamp(now, connection)
-    params = [
-        stamp(lease_until, connection),
-        at,
-        unit,
-        attempt,
-        state,
-        # Through their fields, these values cost a step more Python calls
-        # than running its statement: the callers' strings and ints go as
-        # given (the ORM's INSERT would leave them so), the time as above.
-        *insert_shape(StepRecord, connection).params(
-            {**values, "created_at": at, "finished_at": at},
-            connection,
-            prepared=_PREPARED,
-        ),
-    ]
-    sql = _points.get(using)
-    if sql is None:
-        sql = _points[using] = _point_sql(using)
+    sql, params = point_statement(
+        connection,
+        unit=unit,
+        attempt=attempt,
+        state=state,
+        lease_until=lease_until,
+        now=now,
+        **step,
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone() is not None
 
 
-# The step row's values store_point prepares itself; the result goes through
-# its JSON field.
-_PREPARED = frozenset(
-    (
-        "unit",
-        "name",
-        "state",
-        "attempt",
-        "undo",
-        "undo_key",
-        "created_at",
-        "finished_at",
-    )
-)
+def point_statement(
+    connection, *, unit, attempt, state, lease_until, now, **step
+) -> tuple[str, list]:
+    """The recovery point's statement on PostgreSQL and its parameters (see
+    ``store_point``); the steps' benchmark sends it alone, as its floor."""
+    point = _points.get(connection.alias)
+    if point is None:
+        point = _points[connection.alias] = _point(connection.alias)
+    stamp = _LEASE.get_db_prep_save
+    # Through their fields, these values cost a step more Python calls than
+    # running its statement: the callers' strings and ints go as given (the
+    # ORM's INSERT would leave them so), the times as the lease's field
+    # prepares them, the result through its JSON field.
+    given = {
+        **point.defaults,
+        **step,
+        "state": StepState.DONE,
+        "result": _RESULT.get_db_prep_save(step["result"], connection),
+    }
+    params = [stamp(lease_until, connection), stamp(now, connection)]
+    params += [unit, attempt, state]
+    params += [given[name] for name in point.carried]
+    return point.sql, params
+
+
+_LEASE = UnitRecord._meta.get_field("lease_expires_at")
+_RESULT = StepRecord._meta.get_field("result")
+# What the step's row takes from the unit's row its UPDATE returns, rather
+# than from parameters: the same values, sent once.
+_FROM_UNIT = {
+    "unit": "held.id",
+    "attempt": "held.attempt",
+    "created_at": "held.updated_at",
+    "finished_at": "held.updated_at",
+}
+
+
+class _Point(NamedTuple):
+    sql: str
+    # The step row's other fields, in column order.
+    carried: tuple[str, ...]
+    # Their defaults prepared for the database: the values a step gives none of.
+    defaults: dict[str, Any]
+
+
 # The recovery point's statement by database, built once (as the INSERTs'
 # shapes are, ..inserts): every step stores one.
-_points: dict[str, str] = {}
+_points: dict[str, _Point] = {}
 
 
-def _point_sql(using) -> str:
+def _point(using) -> _Point:
     """The recovery point's statement on PostgreSQL (see store_point)."""
     connection = connections[using]
     insert = insert_shape(StepRecord, connection)
-    return (
+    select = ", ".join(_FROM_UNIT.get(field.name, "%s") for field in insert.fields)
+    sql = (
         f"WITH held AS (UPDATE {_quoted(UnitRecord, using)} "
         "SET lease_expires_at = %s, updated_at = %s "
-        "WHERE id = %s AND attempt = %s AND state = %s RETURNING 1) "
+        "WHERE id = %s AND attempt = %s AND state = %s "
+        "RETURNING id, attempt, updated_at) "
         f"INSERT INTO {insert.table} ({insert.columns}) "
-        f"SELECT {insert.placeholders} FROM held "
+        f"SELECT {select} FROM held "
         f"ON CONFLICT ({insert.conflict_target(connection, ('unit', 'name'))}) "
         f"DO UPDATE SET {_done(using)} RETURNING 1"
     )
+    defaults = {
+        field.name: default
+        for field, default in zip(insert.fields, insert.prepared_defaults, strict=True)
+        if field.name not in _FROM_UNIT
+    }
+    return _Point(sql, tuple(defaults), defaults)
 
 
 def _done(using) -> str:
