@@ -4,9 +4,12 @@ A step is the call plus its recovery point: one statement that updates the
 unit's lease (the fence) and inserts the step's row. Measured
 against the bare call (a keep-alive HTTP request to a tiny server on
 loopback), a no-op step, and one autocommitted indexed INSERT: the target
-is that a step adds no more than that INSERT's round trip, <= 0.3 ms. Then
-a keyed request in steps mode (its order written by an atomic step) against
-the same view in lease mode, in-process, interleaved.
+is that a step adds no more than that INSERT's round trip, <= 0.3 ms. The
+recovery point's own statement, sent alone on the steps' connection by
+psycopg and through Django's cursor, is the step's floor: the no-op step's
+time over it is the steps' Python. Then a keyed request in
+steps mode (its order written by an atomic step) against the same view in
+lease mode, in-process, interleaved.
 """
 
 import http.client
@@ -21,6 +24,7 @@ from django.db import connection
 from django.test import Client, override_settings
 
 from idempotency.shared import steps, units
+from idempotency.shared.steps.handle import point_statement
 
 from . import database
 from .idempotency import BODY, _bench_user
@@ -35,6 +39,8 @@ TARGET_MS = 0.3
 BARE = "bare HTTP call"
 STEPPED = "the call as a step"
 NOOP = "no-op step"
+POINT = "its recovery point alone (psycopg)"
+DJANGO_POINT = "its recovery point alone (Django cursor)"
 INSERT = "one indexed INSERT (autocommit)"
 LEASED = "keyed, lease"
 STEPS_MODE = "keyed, steps (one atomic step)"
@@ -66,7 +72,8 @@ def run() -> str:
         server.shutdown()
     requests = _requests()
     load = os.getloadavg()[0]
-    added = median_ms(calls[STEPPED]) - median_ms(calls[BARE])
+    median = {name: median_ms(values) for name, values in calls.items()}
+    added = median[STEPPED] - median[BARE]
     verdict = "met" if added <= TARGET_MS else "missed"
     return (
         "## Durable steps: a step's cost, and steps mode vs lease mode\n\n"
@@ -78,7 +85,16 @@ def run() -> str:
         f"{ROUNDS} interleaved rounds of {PER_ROUND}, real commits on "
         f"PostgreSQL, load average {load:.2f}.\n"
         f"Target: a step adds <= one indexed INSERT round trip, <= {TARGET_MS} "
-        f"ms. Added here: {added:.3f} ms ({verdict}).\n\n"
+        f"ms. Added here: {added:.3f} ms ({verdict}).\n"
+        "The floor: the no-op step's recovery point, its statement and "
+        "parameters as the step sends them, sent alone on the same connection "
+        "by psycopg (autocommit, client-side binding, as `bench.floors`) and "
+        "through Django's cursor, as the INSERT is. Through Django's cursor the "
+        f"statement costs {median[DJANGO_POINT] - median[INSERT]:+.3f} ms over "
+        "the INSERT (psycopg alone: "
+        f"{median[DJANGO_POINT] - median[POINT]:+.3f} ms for Django's cursor); "
+        f"the no-op step {median[NOOP] - median[DJANGO_POINT]:+.3f} ms over "
+        "it: the steps' own Python.\n\n"
         + _table(calls, BARE)
         + "\n\nA keyed `POST` creating one order, in-process (Django test "
         "client, session auth): lease mode writes it inside the view's one "
@@ -107,7 +123,9 @@ def _steps(port):
             "PRIMARY KEY, unit text NOT NULL, name text NOT NULL, "
             "UNIQUE (unit, name))"
         )
-    samples: dict[str, list[int]] = {BARE: [], STEPPED: [], NOOP: [], INSERT: []}
+    samples: dict[str, list[int]] = {
+        name: [] for name in (BARE, STEPPED, NOOP, DJANGO_POINT, POINT, INSERT)
+    }
     for number in range(ROUNDS + WARMUP // PER_ROUND):
         unit = units.Unit(units.KEYS, ("bench", "steps", str(uuid.uuid4())))
         handle = steps.begin(unit, "bench", lease=LEASE)
@@ -115,6 +133,13 @@ def _steps(port):
             BARE: [_timed(call, unit.derive(f"b{i}")) for i in range(PER_ROUND)],
             STEPPED: [_timed(handle.step, f"s{i}", call) for i in range(PER_ROUND)],
             NOOP: [_timed(handle.step, f"n{i}", noop) for i in range(PER_ROUND)],
+            DJANGO_POINT: [
+                _point(connection.cursor, handle, f"d{i}") for i in range(PER_ROUND)
+            ],
+            POINT: [
+                _point(connection.connection.cursor, handle, f"p{i}")
+                for i in range(PER_ROUND)
+            ],
             INSERT: [_timed(_insert, unit.identity, i) for i in range(PER_ROUND)],
         }
         if number >= WARMUP // PER_ROUND:
@@ -122,6 +147,19 @@ def _steps(port):
                 samples[name].extend(values)
     http_connection.close()
     return samples
+
+
+def _point(cursor, handle, name):
+    """A no-op step's recovery point, sent alone through ``cursor``: the
+    statement and parameters its step sends, prepared before the clock
+    starts."""
+    sql, params = point_statement(connection, **handle._recovery_point(name, None))
+    started = time.perf_counter_ns()
+    with cursor() as opened:
+        opened.execute(sql, params)
+        if opened.fetchone() is None:
+            raise RuntimeError(f"The recovery point of {name!r} was fenced out")
+    return time.perf_counter_ns() - started
 
 
 def _insert(unit, number):

@@ -289,18 +289,8 @@ class Steps:
 
     def _store(self, name: str, result, undo_path: str) -> None:
         """The recovery point, fenced: only the attempt holding the unit stores."""
-        now = clock.now()
         stored = store_point(
-            self.using,
-            unit=self.unit.identity,
-            attempt=self.attempt,
-            state=UnitState.RUNNING,
-            lease_until=now + self.lease,
-            now=now,
-            name=name,
-            result=result,
-            undo=undo_path,
-            undo_key=self.unit.derive(UNDO_PREFIX + name) if undo_path else "",
+            self.using, **self._recovery_point(name, result, undo_path)
         )
         if not stored:
             raise StepTakenOver(
@@ -315,6 +305,22 @@ class Steps:
             undo=False,
             using=self.using,
         )
+
+    def _recovery_point(self, name: str, result, undo_path: str = "") -> dict[str, Any]:
+        """What step ``name``'s recovery point stores now (``store_point``'s
+        arguments), renewing the lease this attempt holds."""
+        now = clock.now()
+        return {
+            "unit": self.unit.identity,
+            "attempt": self.attempt,
+            "state": UnitState.RUNNING,
+            "lease_until": now + self.lease,
+            "now": now,
+            "name": name,
+            "result": result,
+            "undo": undo_path,
+            "undo_key": self.unit.derive(UNDO_PREFIX + name) if undo_path else "",
+        }
 
     def _note_failure(self, name: str, exc: Exception) -> None:
         """Count the failed call on the step's row, for the console; never
