@@ -537,10 +537,14 @@ def _point(using) -> _Point:
     connection = connections[using]
     insert = insert_shape(StepRecord, connection)
     select = ", ".join(_FROM_UNIT.get(field.name, "%s") for field in insert.fields)
+    # state || '': no index serves the state here, so the unit is reached
+    # through its identity whatever the statistics say. The state index
+    # looked cheaper while they had not seen the units running yet (after a
+    # burst, until the next ANALYZE), and each step walked all of them.
     sql = (
         f"WITH held AS (UPDATE {_quoted(UnitRecord, using)} "
         "SET lease_expires_at = %s, updated_at = %s "
-        "WHERE id = %s AND attempt = %s AND state = %s "
+        "WHERE id = %s AND attempt = %s AND state || '' = %s "
         "RETURNING id, attempt, updated_at) "
         f"INSERT INTO {insert.table} ({insert.columns}) "
         f"SELECT {select} FROM held "
