@@ -55,9 +55,11 @@ class UnitRecord(models.Model):
             ("abandon_unitrecord", _("Can abandon (compensate) units of work")),
         ]
         indexes = [
-            models.Index(
-                fields=["state", "lease_expires_at"], name="once_unit_state_idx"
-            ),
+            # The state alone: every step renews the lease, and an index
+            # holding it would make each renewal a new row version in every
+            # index (not a HOT update). Stuck units are found among the
+            # running and compensating ones, as few as the units in flight.
+            models.Index(fields=["state"], name="once_unit_state_only_idx"),
             models.Index(fields=["created_at"], name="once_unit_created_idx"),
         ]
 
