@@ -28,6 +28,7 @@ from .handle import (
     announce_step,
     as_json,
     error_text,
+    fenced,
     report,
     store_point,
 )
@@ -219,9 +220,7 @@ def _close(unit, db) -> None:
 
 
 def _fenced(unit, db):
-    return UnitRecord.objects.using(db).filter(
-        pk=unit.pk, attempt=unit.attempt, state=UnitState.COMPENSATING
-    )
+    return fenced(db, unit.pk, unit.attempt, UnitState.COMPENSATING)
 
 
 def _lost(unit):

@@ -16,6 +16,8 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.db import DatabaseError, IntegrityError, connections, router, transaction
+from django.db.models import Value
+from django.db.models.functions import Concat
 from django.utils.module_loading import import_string
 
 from .. import clock, signals, storable, tracing
@@ -371,13 +373,9 @@ class Steps:
         A unit given up is at its end already: nothing to mark."""
         if self.state in GIVEN_UP:
             return
-        finished = (
-            UnitRecord.objects.using(self.using)
-            .filter(
-                pk=self.unit.identity, attempt=self.attempt, state=UnitState.RUNNING
-            )
-            .update(state=UnitState.DONE, lease_expires_at=None, updated_at=clock.now())
-        )
+        finished = fenced(
+            self.using, self.unit.identity, self.attempt, UnitState.RUNNING
+        ).update(state=UnitState.DONE, lease_expires_at=None, updated_at=clock.now())
         if not finished:
             raise StepTakenOver("A newer attempt holds this unit; it was not finished.")
         self.state = UnitState.DONE
@@ -387,9 +385,7 @@ class Steps:
         it (a request refused as invalid before any step): left running, it
         would be stuck mid-steps for ever, and never purged. Fenced: a newer
         attempt that joined it keeps it."""
-        UnitRecord.objects.using(self.using).filter(
-            pk=self.unit.identity, attempt=self.attempt, state=UnitState.RUNNING
-        ).delete()
+        fenced(self.using, self.unit.identity, self.attempt, UnitState.RUNNING).delete()
 
     def give_up(self, reason: str) -> None:
         """Compensate the completed steps (see ``compensate``) and stop.
@@ -435,6 +431,18 @@ def announce_step(
     )
 
 
+def fenced(using, unit, attempt, state):
+    """The unit's row while ``attempt`` holds it in ``state``: what each of
+    the attempt's writes to it is fenced on. The state is compared as an
+    expression no index serves (as the recovery point's is, ``_point``):
+    the row is reached through its identity whatever the statistics say."""
+    return (
+        UnitRecord.objects.using(using)
+        .alias(fenced_state=Concat("state", Value("")))
+        .filter(pk=unit, attempt=attempt, fenced_state=state)
+    )
+
+
 def store_point(using, *, unit, attempt, state, lease_until, now, **step) -> bool:
     """Store a done step (``name``, ``result``, ``undo``, ``undo_key``) if the
     unit is still in ``state`` at ``attempt``, renewing its lease; False if
@@ -448,10 +456,8 @@ def store_point(using, *, unit, attempt, state, lease_until, now, **step) -> boo
     connection = connections[using]
     if connection.vendor != "postgresql":  # SQLite: no UPDATE in a CTE
         with transaction.atomic(using=using):
-            held = (
-                UnitRecord.objects.using(using)
-                .filter(pk=unit, attempt=attempt, state=state)
-                .update(lease_expires_at=lease_until, updated_at=now)
+            held = fenced(using, unit, attempt, state).update(
+                lease_expires_at=lease_until, updated_at=now
             )
             if held:
                 insert_or_update(
@@ -541,6 +547,7 @@ def _point(using) -> _Point:
     # through its identity whatever the statistics say. The state index
     # looked cheaper while they had not seen the units running yet (after a
     # burst, until the next ANALYZE), and each step walked all of them.
+    # (``fenced`` is the ORM's form of the same fence.)
     sql = (
         f"WITH held AS (UPDATE {_quoted(UnitRecord, using)} "
         "SET lease_expires_at = %s, updated_at = %s "

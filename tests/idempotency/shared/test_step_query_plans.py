@@ -9,7 +9,7 @@ way to a running unit, and each step walked every running unit.
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from idempotency.shared import steps
@@ -54,5 +54,19 @@ def test_a_recovery_point_goes_straight_to_its_unit(unseen_running_units):
     handle = steps.begin(Unit(KEYS, ("plans", "a", "k")), "plans", lease=timedelta(1))
 
     sql = captured(lambda: handle.step("charge", lambda key: None), TABLE)
+
+    assert rows_walked_past(sql) == 0
+
+
+def test_finishing_a_unit_goes_straight_to_it(unseen_running_units):
+    handle = steps.begin(Unit(KEYS, ("plans", "a", "k")), "plans", lease=timedelta(1))
+
+    def finish():
+        # Rolled back: the unit is still running when its statement runs again.
+        with transaction.atomic():
+            handle.finish()
+            transaction.set_rollback(True)
+
+    sql = captured(finish, TABLE)
 
     assert rows_walked_past(sql) == 0
