@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from kombu import Connection, Exchange, Queue
 
-from . import database
+from . import database, processes
 from .charts import bar_chart
 from .stats import percentile_ms, table
 
@@ -215,25 +215,14 @@ SERVERS = {"broker": ("beam.smp", "redis-server"), "PostgreSQL": ("postgres",)}
 
 def _server_cpu() -> dict:
     """CPU seconds used so far by the broker's and PostgreSQL's processes
-    (other users of those servers count too: the machine is shared)."""
-    used = dict.fromkeys(SERVERS, 0.0)
-    tick = os.sysconf("SC_CLK_TCK")
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)
-                name = fields[0].split("(", 1)[1]
-                # utime, stime, and cutime, cstime: a PostgreSQL backend's
-                # CPU moves to the postmaster's when it exits.
-                times = fields[1].split()[11:15]
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        for server, names in SERVERS.items():
-            if name in names:
-                used[server] += sum(map(int, times)) / tick
-    return used
+    (other users of those servers count too: the machine is shared), their
+    exited children's included: the drains' backends exit with them."""
+    named = {server: _named(names) for server, names in SERVERS.items()}
+    return processes.cpu_seconds(named, reaped=True)
+
+
+def _named(names):
+    return lambda process: process.name in names
 
 
 def _publisher(url, variant=None, queue=QUEUE):
