@@ -121,7 +121,7 @@ def run() -> str:
     demo = _demo(send)
     statements = _statements(send)
     claim = claim_statement.run()
-    served, throughput = _under_gunicorn(user)
+    served, throughput, cpu = _under_gunicorn(user)
     return (
         "## Idempotency keys: keyed POST vs a bare create view\n\n"
         "The bare view is a DRF `CreateModelMixin` view creating one order, "
@@ -152,6 +152,8 @@ def run() -> str:
         f"a new TCP connection each; throughput: {CLIENTS} concurrent clients "
         f"x {PER_CLIENT} requests per kind, in {PASSES} interleaved passes:\n\n"
         + _server_table(served, throughput)
+        + "\n\n"
+        + _cpu_table(cpu, throughput)
         + "\n\n### Demo-shaped: the demo's order view with and without the mixin\n\n"
         f"`POST /api/orders/` in-process, {ROUNDS} interleaved rounds of "
         f"{PER_ROUND}. Both views do the demo's work: the order, its "
@@ -372,6 +374,8 @@ def _under_gunicorn(user):
         for key in completed:
             send(FIRSTS[KEYED], key)
         seconds = dict.fromkeys([*FIRSTS, REPLAY], 0.0)
+        cpu = {name: dict.fromkeys(CPU_PARTS, 0.0) for name in seconds}
+        servers = _server_processes()
         for _ in range(PASSES):
             for name, path in [*FIRSTS.items(), (REPLAY, FIRSTS[KEYED])]:
                 if name == REPLAY:
@@ -380,9 +384,58 @@ def _under_gunicorn(user):
                     keys = [_key() for _ in completed]
                 else:
                     keys = [None] * len(completed)
+                before = processes.cpu_seconds(servers)
+                client = time.process_time()
                 seconds[name] += _seconds(send, path, keys)
+                cpu[name][CLIENT] += time.process_time() - client
+                for part, used in processes.cpu_seconds(servers).items():
+                    cpu[name][part] += used - before[part]
         sent = PASSES * len(completed)
-    return latency, {name: sent / total for name, total in seconds.items()}
+    rates = {name: sent / total for name, total in seconds.items()}
+    return latency, rates, _per_request(cpu, sent, seconds)
+
+
+# Where a request's CPU goes under gunicorn: the server's processes, the
+# database's, and the client threads (this process).
+SERVER = "Django/gunicorn"
+POSTGRES = "PostgreSQL"
+CLIENT = "client"
+CPU_PARTS = (SERVER, POSTGRES, CLIENT)
+# Their CPU seconds together over the bursts' wall time.
+CORES = "cores busy"
+
+
+def _server_processes():
+    """Tests of a process for the server's parts: gunicorn (this process's
+    child and its workers) and PostgreSQL (the bench database's backends and
+    the server's own background processes, not other databases' backends:
+    the machine's PostgreSQL is shared). Both keep their processes through
+    the passes: the workers hold their connections (``CONN_MAX_AGE=None``)."""
+    usage = processes.cpu_usage()
+    master = {process.pid for process in usage if process.parent == os.getpid()}
+    gunicorn = master | {process.pid for process in usage if process.parent in master}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "OR backend_type <> 'client backend'"
+        )
+        postgres = {pid for (pid,) in cursor.fetchall()}
+    return {
+        SERVER: lambda process: process.pid in gunicorn,
+        POSTGRES: lambda process: process.pid in postgres,
+    }
+
+
+def _per_request(cpu, sent, seconds):
+    """Milliseconds of CPU per request by kind and part, and the cores the
+    parts kept busy together during the kind's bursts."""
+    return {
+        name: {
+            **{part: used * 1e3 / sent for part, used in parts.items()},
+            CORES: sum(parts.values()) / seconds[name],
+        }
+        for name, parts in cpu.items()
+    }
 
 
 def _over_http(port, authorization):
@@ -584,4 +637,48 @@ def _server_table(latency, throughput):
             "target",
         ),
         rows,
+    )
+
+
+def _cpu_table(cpu, throughput):
+    reference = sum(cpu[BARE][part] for part in CPU_PARTS)
+    rows = []
+    for name, used in cpu.items():
+        total = sum(used[part] for part in CPU_PARTS)
+        rows.append(
+            (
+                name,
+                *(f"{used[part]:.3f}" for part in CPU_PARTS),
+                f"{total:.3f}",
+                f"{total / reference:.2f}x",
+                f"{used[CORES]:.2f}",
+            )
+        )
+    busy = [used[CORES] for used in cpu.values()]
+    keyed = sum(cpu[KEYED][part] for part in CPU_PARTS) / reference
+    return (
+        "Where a request's CPU goes under gunicorn: during each kind's "
+        "throughput bursts, the CPU seconds (user and system) used by the "
+        "gunicorn processes, by PostgreSQL's (the bench database's backends "
+        "and the server's background processes), and by the client threads "
+        "(the bench's process), per request served; cores busy is their sum "
+        "over the bursts' wall time.\n\n"
+        + table(
+            (
+                "request",
+                *(f"{part} ms" for part in CPU_PARTS),
+                "total ms",
+                f"vs {BARE}",
+                CORES,
+            ),
+            rows,
+        )
+        + f"\n\nWhat bounds requests/s: the total CPU a request costs. The "
+        f"bursts kept {min(busy):.2f}-{max(busy):.2f} of the {os.cpu_count()} "
+        "cores busy with these processes alone (other work on the shared "
+        "machine took a share of the rest), so a kind's requests/s vs the bare "
+        "view's goes as the inverse of its CPU "
+        f"per request: keyed, atomic {keyed:.2f}x the CPU, "
+        f"1/{keyed:.2f} = {1 / keyed:.2f}x, against "
+        f"{throughput[KEYED] / throughput[BARE]:.2f}x the requests/s."
     )
