@@ -211,8 +211,22 @@ class Claim(units.UnitHandle):
         )
 
     def set_resource(self, obj) -> None:
-        """Point the record at the object this request created."""
-        self.resource = (obj._meta.label_lower, str(obj.pk))
+        """Point the record at the object this request created: a saved one,
+        whose primary key fits the record's column as text."""
+        if obj.pk is None:
+            raise ValueError(
+                f"set_resource() needs a saved object: {obj!r} has no primary key yet."
+            )
+        resource_id = str(obj.pk)
+        longest = IdempotencyRecord._meta.get_field("resource_id").max_length or 0
+        if len(resource_id) > longest:
+            # Refused here, before the answer: PostgreSQL would refuse it only
+            # when the answer is stored, after the view's work.
+            raise ValueError(
+                f"set_resource() keeps a primary key of at most {longest} "
+                f"characters as text; {obj!r}'s has {len(resource_id)}."
+            )
+        self.resource = (obj._meta.label_lower, resource_id)
 
     def __repr__(self):
         return f"<Claim {self.scope} {self.operation} {self.key!r}>"

@@ -148,3 +148,23 @@ def test_a_request_without_an_optional_key_derives_nothing():
         KEYLESS.derive("charge")
     with pytest.raises(IdempotencyConfigurationError, match="needs a key"):
         KEYLESS.step("charge", lambda key: key)
+
+
+def test_a_resource_the_record_cannot_point_at_is_refused_where_it_is_set():
+    # Rule 11: an unsaved object was stored as the pointer "None", and a
+    # primary key over the column's 255 characters failed only when the answer
+    # was stored (PostgreSQL's DataError), after the view's work: in steps mode
+    # every retry redid the steps' replay and failed there again.
+    from tests.testapp.models import Widget
+
+    with pytest.raises(ValueError, match=r"set_resource\(\).*saved"):
+        claim().set_resource(Widget(name="unsaved"))
+    overlong = Widget(name="w")
+    overlong.pk = "9" * 256
+    with pytest.raises(ValueError, match=r"set_resource\(\).*255"):
+        claim().set_resource(overlong)
+    fits = Widget(name="w")
+    fits.pk = "9" * 255
+    pointing = claim()
+    pointing.set_resource(fits)
+    assert pointing.resource == ("testapp.widget", "9" * 255)
