@@ -17,8 +17,9 @@ from webhooks.views import WebhookView
 # The receipt the intake would store, in one statement that commits on its own.
 _FLOOR_INSERT = (
     "INSERT INTO webhooks_webhookreceipt (source, delivery_id, event_type, "
-    "occurred_at, headers, body, body_sha256, state, attempts, last_error, "
-    "received_at) VALUES (%s, %s, %s, %s, %s, %s, '', 'received', 0, '', %s) "
+    "occurred_at, headers, body, body_sha256, state, attempts, worker_deaths, "
+    "last_error, received_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s, '', 'received', 0, 0, '', %s) "
     "ON CONFLICT DO NOTHING RETURNING id"
 )
 
