@@ -68,14 +68,14 @@ FILL = {
     ),
     WebhookReceipt: (
         "(source, delivery_id, event_type, headers, body, body_sha256, state, "
-        "attempts, last_error, received_at, processed_at)",
+        "attempts, worker_deaths, last_error, received_at, processed_at)",
         "SELECT (ARRAY['github', 'stripe', 'standard'])[1 + n %% 3], 'd-' || n, "
         "'push', '{}'::jsonb, '\\x7b7d'::bytea, "
         # GitHub's delivery ids are unsigned: its receipts keep a body hash.
         "CASE WHEN n %% 3 = 0 THEN encode(sha256(('d-' || n)::bytea), 'hex') "
         "ELSE '' END, "
         "CASE WHEN n %% 500 = 0 THEN 'failed' "
-        "WHEN n %% 7 = 0 THEN 'skipped' ELSE 'processed' END, 1, '', "
+        "WHEN n %% 7 = 0 THEN 'skipped' ELSE 'processed' END, 1, 0, '', "
         "now() - (n %% 604800) * interval '1 second', now()",
     ),
 }
