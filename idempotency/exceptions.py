@@ -51,6 +51,10 @@ class AnonymousKeysExhausted(IdempotencyError):
     status = 429
     type = "anonymous-keys-exhausted"
     title = "Too many live anonymous idempotency keys for this operation"
+    default_detail = (
+        "Anonymous clients hold as many live keys for this operation as it "
+        "allows. Retry after Retry-After seconds, or authenticate."
+    )
     retry_after = 60
 
 
@@ -70,6 +74,11 @@ class RequestInFlight(IdempotencyError):
     status = 409
     type = "request-in-flight"
     title = "A request with this Idempotency-Key is still being processed"
+    default_detail = (
+        "Another request with this key has not finished. Send this request "
+        "again, with the same key, after Retry-After seconds: it then gets "
+        "that request's answer."
+    )
     retry_after = 1
 
 

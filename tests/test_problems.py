@@ -13,7 +13,11 @@ import idempotency
 import inbox
 import outbox
 import webhooks
-from idempotency.exceptions import IdempotencyError
+from idempotency.exceptions import (
+    AnonymousKeysExhausted,
+    IdempotencyError,
+    RequestInFlight,
+)
 from idempotency.shared.exceptions import OnceError
 from idempotency.shared.problems import from_exception
 from inbox.exceptions import InboxError, MessageIdInvalid, MessageIdMissing
@@ -24,6 +28,7 @@ from webhooks.exceptions import (
     REPLAYED_BODY,
     HandlerFailed,
     ReceiptUnreadable,
+    UnknownSource,
     VerificationFailed,
     WebhookError,
 )
@@ -90,6 +95,19 @@ def test_from_exception_renders_the_class_attributes_as_problem_json():
         "detail": "Short and stout.",
         "instance": "/pot/",
     }
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [RequestInFlight(retry_after=2), AnonymousKeysExhausted(), UnknownSource()],
+    ids=lambda refusal: refusal.type,
+)
+def test_the_answers_raised_without_a_detail_still_carry_one(refusal):
+    # The problem types page promises title, status and detail; these three
+    # are raised without a detail of their own and answered with none.
+    body = json.loads(from_exception(refusal).content)
+
+    assert body["detail"] and body["detail"] != body["title"]
 
 
 def test_a_detail_that_says_nothing_more_than_the_title_is_left_out():

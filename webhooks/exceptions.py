@@ -53,6 +53,7 @@ class UnknownSource(WebhookError):
     status = 404
     type = "webhook-unknown-source"
     title = "Unknown webhook source."
+    default_detail = "No webhook source is configured at this URL."
 
 
 class SourceOutOfService(WebhookError):

@@ -19,10 +19,12 @@ class OnceError(Exception):
     status = 500
     type = "about:blank"
     title = "Server error"
+    # What the answer's detail says when the raise gives none, as in DRF.
+    default_detail: str | None = None
     retry_after: int | None = None
 
     def __init__(self, detail=None, *, retry_after=None):
-        self.detail = detail or self.title
+        self.detail = detail or self.default_detail or self.title
         if retry_after is not None:
             # Retry-After takes whole seconds; never tell a client "now".
             self.retry_after = max(1, math.ceil(retry_after))
