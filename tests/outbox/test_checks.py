@@ -185,26 +185,33 @@ def test_e012_a_lease_that_lapses_while_the_broker_is_awaited(
 def test_e005_a_celery_publisher_with_no_tasks_has_nowhere_to_deliver(options):
     # Rule 9: it passed the check, the relay ran, and every event failed "no
     # task" until it was dead, hours later.
+    from outbox.models import OutboxMessage
+
+    publisher = "outbox.publishers.CeleryTaskPublisher"
+    outbox = {"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}
+    refused_by_the_check_and_the_relay(outbox, "needs tasks")
+    [message] = OutboxMessage.objects.all()
+    assert message.attempts == 0
+    assert message.published_at is None
+
+
+def refused_by_the_check_and_the_relay(outbox, reason):
+    """Under ``outbox``, the check reports E005 naming ``reason``, and the
+    relay refuses to run (rather than report an event published) once one is
+    recorded."""
     from django.db import transaction
 
     from outbox.api import record
     from outbox.exceptions import OutboxConfigurationError
-    from outbox.models import OutboxMessage
 
-    publisher = "outbox.publishers.CeleryTaskPublisher"
-    with override_settings(
-        OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}
-    ):
+    with override_settings(OUTBOX=outbox):
         [error] = checks.check_publisher()
         assert error.id == "outbox.E005"
-        assert "needs tasks" in error.hint
+        assert reason in error.hint
         with transaction.atomic():
             record("order", 1, "order.created", {})
-        with pytest.raises(OutboxConfigurationError, match="needs tasks"):
+        with pytest.raises(OutboxConfigurationError, match=reason):
             relay.drain()
-    [message] = OutboxMessage.objects.all()
-    assert message.attempts == 0
-    assert message.published_at is None
 
 
 @pytest.mark.parametrize("remote_tasks", [False, True])
@@ -290,23 +297,10 @@ IN_MEMORY_PUBLISHER = "outbox.publishers.InMemoryPublisher"
 )
 @pytest.mark.django_db
 def test_e005_the_in_memory_publisher_outside_a_test_run(options, sent):
-    from django.db import transaction
-
-    from outbox import relay
-    from outbox.api import record
-    from outbox.exceptions import OutboxConfigurationError
     from outbox.models import OutboxMessage
 
     outbox = {"PUBLISHER": IN_MEMORY_PUBLISHER, "PUBLISHER_OPTIONS": options}
-    with override_settings(OUTBOX=outbox):
-        [error] = checks.check_publisher()
-        assert error.id == "outbox.E005"
-        assert "allow_in_memory" in error.hint
-        with transaction.atomic():
-            record("order", 1, "order.created", {})
-        # The relay refuses to run rather than report the event published.
-        with pytest.raises(OutboxConfigurationError, match="allow_in_memory"):
-            relay.drain()
+    refused_by_the_check_and_the_relay(outbox, "allow_in_memory")
     assert OutboxMessage.objects.get().state == "pending"
     assert sent == []
 
