@@ -192,13 +192,17 @@ class UnitAdmin(console.ReadOnlyAdmin):
             )
             return
         selected = queryset.count()
+        # A unit released (or resumed) since the page was shown has moved on:
+        # abandoning it would undo the steps its retry is about to resume.
+        unchanged = self.fence(request, queryset)
         abandoned, refused = [], []
         # The client's retry gets the reason as its answer's detail: no staff
         # name in it (the admin log keeps who it was).
         reason = _g("Abandoned by an operator in the console.")
-        for unit in queryset.filter(state__in=UNFINISHED):
+        for unit in queryset.filter(unchanged, state__in=UNFINISHED):
             try:
-                if compensate(unit.pk, reason, using=queryset.db):
+                # The attempt just read, checked again under the unit's lock.
+                if compensate(unit.pk, reason, using=queryset.db, seen=unit.attempt):
                     abandoned.append(unit)
             except CompensationFailed as exc:
                 # Undos before the failing one ran on this click: logged, with

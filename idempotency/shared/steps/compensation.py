@@ -47,14 +47,19 @@ def compensate(
     *,
     using: str | None = None,
     lease: timedelta = COMPENSATION_LEASE,
+    seen: int | None = None,
 ) -> bool:
     """Give up the unit ``unit_identity`` from outside it (an operator).
 
     Refused while the unit runs under a live lease (``UnitRunning``): its
     worker may be mid-call. Returns True when this call compensated it, False
-    when it already was (or no such unit exists).
+    when it already was (or no such unit exists). ``seen``: the attempt the
+    operator's page showed; a unit that moved on since (released, resumed)
+    is left alone (False).
     """
-    return _compensate(unit_identity, reason, using=using, lease=lease, attempt=None)
+    return _compensate(
+        unit_identity, reason, using=using, lease=lease, attempt=None, seen=seen
+    )
 
 
 def compensate_owned(unit_identity, reason, *, using, lease, attempt) -> bool:
@@ -62,7 +67,7 @@ def compensate_owned(unit_identity, reason, *, using, lease, attempt) -> bool:
     return _compensate(unit_identity, reason, using=using, lease=lease, attempt=attempt)
 
 
-def _compensate(unit_identity, reason, *, using, lease, attempt) -> bool:
+def _compensate(unit_identity, reason, *, using, lease, attempt, seen=None) -> bool:
     db = using or router.db_for_write(UnitRecord)
     if connections[db].in_atomic_block:
         raise StepInTransaction(
@@ -70,14 +75,14 @@ def _compensate(unit_identity, reason, *, using, lease, attempt) -> bool:
             "outside transaction.atomic()."
         )
     try:
-        unit = _take(unit_identity, reason, db, lease, attempt)
+        unit = _take(unit_identity, reason, db, lease, attempt, seen)
     except OperationalError as exc:
         if not isolation.is_serialization_failure(exc):
             raise
         # REPEATABLE READ or SERIALIZABLE: another compensation (or the
         # unit's worker) wrote the unit after this transaction's snapshot. A
         # new one sees what it did.
-        unit = _take(unit_identity, reason, db, lease, attempt)
+        unit = _take(unit_identity, reason, db, lease, attempt, seen)
     if unit is None:
         return False
     # The undos are the unit's work: an event one records names its intent,
@@ -90,7 +95,7 @@ def _compensate(unit_identity, reason, *, using, lease, attempt) -> bool:
     return True
 
 
-def _take(unit_identity, reason, db, lease, attempt) -> UnitRecord | None:
+def _take(unit_identity, reason, db, lease, attempt, seen=None) -> UnitRecord | None:
     """Lock the unit and make it this compensation's (attempt + 1: the fence)."""
     now = clock.now()
     with transaction.atomic(using=db):
@@ -101,6 +106,10 @@ def _take(unit_identity, reason, db, lease, attempt) -> UnitRecord | None:
             .first()
         )
         if unit is None or unit.state == UnitState.COMPENSATED:
+            return None
+        if seen is not None and unit.attempt != seen:
+            # Checked under the lock: a release or a resuming retry since the
+            # operator's page raised the attempt, and that page is stale.
             return None
         if unit.state == UnitState.DONE:
             raise UnitFinished(f"{unit} finished: there is nothing to compensate.")

@@ -1,6 +1,7 @@
 """Units of work in the console: step logs, stuck units, release and abandon."""
 
 import logging
+import re
 from datetime import timedelta
 
 import pytest
@@ -267,6 +268,31 @@ def test_abandon_compensates_a_stuck_unit_once_logs_and_is_safe_twice(client, st
         "mail": "done",
         "undo:charge": "done",
     }
+
+
+def test_an_abandon_from_a_page_shown_before_a_release_leaves_the_unit_alone(
+    client, staff
+):
+    # The page showed the unit stuck; another operator released it since for
+    # the client's retry to resume. This stale submit must not undo its steps
+    # under that retry.
+    stuck = unit_with_steps("stuck")
+    lapse(stuck)
+    grant(staff, "abandon_unitrecord", "release_unitrecord")
+    client.force_login(staff)
+    listed = client.get(CHANGELIST).content.decode()
+    seen = re.search(r'name="seen" value="([^"]*)"', listed).group(1)
+    act(client, "release_units", stuck)
+
+    data = {"action": "abandon_units", "_selected_action": [stuck.pk], "seen": seen}
+    answer = client.post(CHANGELIST, data, follow=True)
+
+    text = answer.content.decode()
+    assert "1 changed since the list was shown" in text
+    assert "Abandoned and compensated 0 units." in text
+    stuck.refresh_from_db()
+    assert (stuck.state, stuck.attempt, stuck.lease_expires_at) == ("running", 2, None)
+    assert refunds == []
 
 
 @pytest.mark.postgresql
