@@ -26,8 +26,16 @@ purged = Counter(
 )
 
 
+def step_label(step: str) -> str:
+    """The step's name up to its first ":" (after an undo's "undo:"): a loop's
+    calls are named per item (``f"charge:{item.pk}"``), and an id in a label
+    would add a series per item."""
+    prefix = "undo:" if step.startswith("undo:") else ""
+    return prefix + step.removeprefix(prefix).partition(":")[0]
+
+
 def on_step_done(sender, *, kind, step, undo=False, **kwargs):
-    steps.labels(kind, step, "true" if undo else "false").inc()
+    steps.labels(kind, step_label(step), "true" if undo else "false").inc()
 
 
 def on_unit_compensated(sender, *, kind, **kwargs):

@@ -94,3 +94,33 @@ def test_no_steps_label_holds_the_key_the_unit_or_its_intent(api, client, paymen
     assert "once_steps_total" in text and "once_units_compensated_total" in text
     for secret in ("abandoned-key-5678", unit.pk, unit.intent, api.auth):
         assert secret not in text
+
+
+def per_item_refund(key, result):
+    return None
+
+
+@override_settings(IDEMPOTENCY=METRICS_ON)
+def test_a_step_named_per_item_counts_under_its_name_before_the_colon(client):
+    # docs/steps.md names a loop's calls f"charge:{item.pk}": the item's id
+    # must not become a label value (one series per order line).
+    from idempotency.shared.steps import begin
+    from idempotency.shared.units import INBOX, Unit
+
+    before = scrape(client)
+    steps = begin(
+        Unit(INBOX, ("billing", "m-1")), "billing m-1", lease=timedelta(seconds=30)
+    )
+    for item in (101, 102, 103):
+        steps.step(f"charge:{item}", lambda key: None, undo=per_item_refund)
+    steps.give_up("declined")
+
+    after = scrape(client)
+    assert steps_counted(after, before, "charge", kind="inbox") == 3
+    assert steps_counted(after, before, "undo:charge", undo="true", kind="inbox") == 3
+    labels = [dict(labels) for name, labels in after if name == "once_steps_total"]
+    assert not [each for each in labels if "10" in each["step"]]
+
+
+def steps_counted(after, before, step, **labels):
+    return steps(after, step, **labels) - steps(before, step, **labels)
