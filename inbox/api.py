@@ -252,7 +252,9 @@ def receive_steps(
         raise  # a newer worker holds the delivery: nothing here is ours to write
     except Abandon as abandon:
         handle.give_up(abandon.reason)  # fenced on this worker's lease
-        inbox.finish_running(subscriber, message_id, using=using)
+        if inbox.finish_running(subscriber, message_id, using=using):
+            # Given up for good, as a receive() consumer's Abandon is.
+            signals.abandoned(subscriber, message_id, abandon.reason, using=using)
         return
     except Exception as exc:
         if last_attempt:

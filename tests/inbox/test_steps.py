@@ -28,6 +28,7 @@ from outbox.api import record
 from outbox.models import OutboxMessage
 from tests.conftest import run_concurrently
 from tests.parallel import on_threads, together
+from tests.signals import listening
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -296,6 +297,27 @@ def test_abandon_compensates_in_reverse_once_and_applies_the_delivery():
 
     assert consume("m1", abandon=True) == "duplicate"
     assert calls == ["book", "label", "undo label", "undo book"]
+
+
+def test_an_abandon_is_sent_and_logged_as_the_consumer_giving_its_message_up(
+    caplog,
+):
+    # docs/observability.md: message_abandoned is "a consumer gave its
+    # message up (it raised Abandon)": a steps consumer is one too.
+    with listening() as heard:
+        consume("m1", abandon=True)
+
+    [logged] = [r for r in caplog.records if r.name == "inbox"]
+    assert (logged.levelname, logged.reason) == ("WARNING", "the order was cancelled")
+
+    assert heard.of("message_abandoned") == [
+        {
+            "subscriber": "shipping",
+            "message_id": "m1",
+            "reason": "the order was cancelled",
+        }
+    ]
+    assert heard.of("message_received") == []
 
 
 def cancel_and_record(key, result):
