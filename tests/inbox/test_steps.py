@@ -320,6 +320,24 @@ def test_an_abandon_is_sent_and_logged_as_the_consumer_giving_its_message_up(
     assert heard.of("message_received") == []
 
 
+def test_a_step_that_raises_abandon_gives_the_unit_up_and_undoes_the_others():
+    # DESIGN: a unit gives up when "a step raises Abandon", not only its body.
+    def refuse(key):
+        calls.append("risk check")
+        raise Abandon("the risk check refused it")
+
+    with receive_steps("shipping", "m1") as delivery:
+        delivery.step("book", called("book"), undo=undo_step)
+        delivery.step("risk", refuse, undo=undo_step)
+        delivery.step("mail", called("mail"))
+
+    assert calls == ["book", "risk check", "undo book"]
+    unit = UnitRecord.objects.get()
+    assert (unit.state, unit.reason) == ("compensated", "the risk check refused it")
+    assert row().state == InboxMessage.State.APPLIED
+    assert consume("m1") == "duplicate"
+
+
 def cancel_and_record(key, result):
     with transaction.atomic():
         record("booking", 1, "booking.cancelled", {})
