@@ -384,6 +384,46 @@ def test_a_webhook_has_a_receive_span_at_intake_and_a_process_span(spans, github
     assert len(spans.get_finished_spans()) == 3
 
 
+def test_every_messaging_span_names_the_system_its_operation_and_destination(
+    spans, github, sent
+):
+    # docs/observability.md, "The spans": messaging.system is django-once,
+    # and messaging.operation.name and .type are the name's first word.
+    record_order()
+    relay.drain()
+    handle(payload=sent[0].payload, headers=sent[0].headers)
+    body = signing.event_body("evt_1")
+    deliver(body, signing.github_headers(body, delivery_id="evt_1"))
+    processing.process(WebhookReceipt.objects.get().pk)
+
+    found = {
+        span.name: (span.kind, dict(span.attributes))
+        for span in spans.get_finished_spans()
+    }
+    assert sorted(found) == [
+        "create order",
+        "process billing",
+        "process github",
+        "receive github",
+        "send order",
+    ]
+    for name, (_kind, attributes) in found.items():
+        operation = name.split()[0]
+        assert attributes["messaging.system"] == "django-once"
+        assert attributes["messaging.operation.name"] == operation
+        assert attributes["messaging.operation.type"] == operation
+    assert {name: kind for name, (kind, _attributes) in found.items()} == {
+        "create order": SpanKind.PRODUCER,
+        "send order": SpanKind.CLIENT,
+        "process billing": SpanKind.CONSUMER,
+        "receive github": SpanKind.CONSUMER,
+        "process github": SpanKind.CONSUMER,
+    }
+    for name in ("receive github", "process github"):
+        assert found[name][1]["messaging.destination.name"] == "github"
+    assert found["process github"][1]["messaging.message.id"] == "evt_1"
+
+
 def test_a_refused_webhooks_receive_span_never_holds_its_body(spans, github):
     # parse_qsl's error quotes the field it refuses: the refusal must not.
     body = b"payload=%7B%7D&SECRETBODYCONTENT"
