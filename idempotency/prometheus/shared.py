@@ -4,7 +4,7 @@ released by an operator and the retention purge (the signals of
 
 from prometheus_client import Counter
 
-from ..shared import signals
+from ..shared import signals, stepnames
 
 steps = Counter(
     "once_steps",
@@ -26,16 +26,8 @@ purged = Counter(
 )
 
 
-def step_label(step: str) -> str:
-    """The step's name up to its first ":" (after an undo's "undo:"): a loop's
-    calls are named per item (``f"charge:{item.pk}"``), and an id in a label
-    would add a series per item."""
-    prefix = "undo:" if step.startswith("undo:") else ""
-    return prefix + step.removeprefix(prefix).partition(":")[0]
-
-
 def on_step_done(sender, *, kind, step, undo=False, **kwargs):
-    steps.labels(kind, step_label(step), "true" if undo else "false").inc()
+    steps.labels(kind, stepnames.family(step), "true" if undo else "false").inc()
 
 
 def on_unit_compensated(sender, *, kind, **kwargs):

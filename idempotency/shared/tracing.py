@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from .stepnames import family
+
 try:
     from opentelemetry import trace
     from opentelemetry.trace import Link, SpanKind, Status, StatusCode
@@ -192,8 +194,9 @@ def webhook(operation: str, source: str, **attributes) -> Iterator[Any]:
 
 
 def stepped(fn: Callable, name: str, kind: str, attempt: int) -> Callable:
-    """``fn`` running in a ``step <name>`` span: a durable step's work, or its
-    undo's (``undo:<name>``), in the current trace."""
+    """``fn`` running in a ``step <family>`` span (few names, as OpenTelemetry
+    asks): a durable step's work, or its undo's (``undo:<name>``), in the
+    current trace."""
     if not ENABLED:
         return fn
     attributes: dict[str, str | int] = {
@@ -204,7 +207,7 @@ def stepped(fn: Callable, name: str, kind: str, attempt: int) -> Callable:
 
     def run(*args):
         with tracer.start_as_current_span(
-            f"step {name}", kind=SpanKind.INTERNAL, attributes=attributes
+            f"step {family(name)}", kind=SpanKind.INTERNAL, attributes=attributes
         ):
             return fn(*args)
 

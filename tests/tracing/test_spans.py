@@ -565,3 +565,24 @@ def test_each_durable_step_and_each_undo_is_a_span_of_the_current_trace(
         undo.attributes["once.step.attempt"],
     ) == (1, 2)
     assert UNIT.derive("charge") not in str(dict(step.attributes))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_step_named_per_item_is_a_span_named_by_its_family(spans, request_span):
+    """Span names stay few (OpenTelemetry asks it): a loop's per-item step
+    names share one, as their metric label does; the full name stays an
+    attribute, where an id is at home."""
+    from idempotency.shared.steps import begin
+    from tests.idempotency.shared.test_steps import LEASE, UNIT, charge, refund
+
+    with request_span():
+        steps = begin(UNIT, "payment.create (user:1)", lease=LEASE)
+        steps.step("charge:42", charge, undo=refund)
+        steps.give_up("declined")
+
+    step, undo = (
+        span for span in spans.get_finished_spans() if span.name != "POST /api/orders/"
+    )
+    assert (step.name, undo.name) == ("step charge", "step undo:charge")
+    assert step.attributes["once.step.name"] == "charge:42"
+    assert undo.attributes["once.step.name"] == "undo:charge:42"

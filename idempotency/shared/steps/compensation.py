@@ -15,6 +15,7 @@ from django.db import OperationalError, connections, router, transaction
 from django.utils.module_loading import import_string
 
 from .. import clock, isolation, signals, storable, tracing, units
+from ..stepnames import UNDO_PREFIX
 from .exceptions import (
     CompensationFailed,
     CompensationInProgress,
@@ -24,7 +25,6 @@ from .exceptions import (
     UnitRunning,
 )
 from .handle import (
-    UNDO_PREFIX,
     announce_step,
     as_json,
     error_text,

@@ -22,6 +22,7 @@ from django.utils.module_loading import import_string
 
 from .. import clock, signals, storable, tracing
 from ..inserts import insert_or_update, insert_shape
+from ..stepnames import UNDO_PREFIX
 from ..units import SEPARATOR, Unit, running
 from .exceptions import (
     Abandon,
@@ -39,7 +40,6 @@ report = signals.Reporter("idempotency", "idempotency.UnitRecord")
 
 UnitState = UnitRecord.State
 StepState = StepRecord.State
-UNDO_PREFIX = "undo:"
 GIVEN_UP = (UnitState.COMPENSATING, UnitState.COMPENSATED)
 # A step's error as the console shows it: enough to tell what went wrong.
 MAX_ERROR = 2000

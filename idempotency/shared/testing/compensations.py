@@ -22,8 +22,8 @@ from unittest import mock
 
 from django.utils.module_loading import import_string
 
+from idempotency.shared.stepnames import UNDO_PREFIX
 from idempotency.shared.steps import CompensationFailed, compensate
-from idempotency.shared.steps.handle import UNDO_PREFIX
 from idempotency.shared.steps.models import StepRecord, UnitRecord
 
 from .clock import ClockControl, controlled_clock

@@ -22,7 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from idempotency.shared.signals import step_done
-from idempotency.shared.steps.handle import UNDO_PREFIX
+from idempotency.shared.stepnames import UNDO_PREFIX
 
 from .clock import controlled_clock
 from .crashes import SimulatedCrash, die_then_rerun

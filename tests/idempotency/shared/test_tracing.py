@@ -17,7 +17,10 @@ def load_without_opentelemetry(monkeypatch):
         if name.partition(".")[0] == "opentelemetry":
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "opentelemetry", None)  # import fails
-    spec = importlib.util.spec_from_file_location("tracing_alone", tracing.__file__)
+    # In the package: the module's relative imports resolve.
+    spec = importlib.util.spec_from_file_location(
+        "idempotency.shared.tracing_alone", tracing.__file__
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
