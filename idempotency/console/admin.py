@@ -200,10 +200,12 @@ class ReadOnlyAdmin(admin.ModelAdmin):
             self.message_user(
                 request,
                 ngettext(
-                    "%(count)d changed since the list was shown (a worker ran "
-                    "it again) and was left alone: reload the list to see it.",
-                    "%(count)d changed since the list was shown (a worker ran "
-                    "them again) and were left alone: reload the list to see them.",
+                    "%(count)d changed since the list was shown (it ran again, "
+                    "or an operator acted on it) and was left alone: reload "
+                    "the list to see it.",
+                    "%(count)d changed since the list was shown (they ran again, "
+                    "or an operator acted on them) and were left alone: reload "
+                    "the list to see them.",
                     changed,
                 )
                 % {"count": changed},
