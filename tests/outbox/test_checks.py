@@ -4,7 +4,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.test.utils import override_settings
-from kombu import Queue
+from kombu import Exchange, Queue
 
 from outbox import checks, relay
 from tests.servers import AMQP_URL
@@ -193,6 +193,80 @@ def test_e005_a_celery_publisher_with_no_tasks_has_nowhere_to_deliver(options):
     [message] = OutboxMessage.objects.all()
     assert message.attempts == 0
     assert message.published_at is None
+
+
+ORDERS = Exchange("outbox", type="topic")
+
+
+@pytest.mark.parametrize(
+    ("queue", "reason"),
+    [
+        ("billing", "not a kombu Queue"),
+        (Queue("billing", ORDERS, routing_key="order", durable=False), "durable"),
+        (
+            Queue("billing", ORDERS, routing_key="order", auto_delete=True),
+            "auto_delete",
+        ),
+        (Queue("billing", ORDERS, routing_key="order", exclusive=True), "exclusive"),
+        (
+            Queue("billing", ORDERS, routing_key="order", message_ttl=3600),
+            "message_ttl",
+        ),
+        (Queue("billing", ORDERS, routing_key="order", expires=3600), "expires"),
+        (Queue("billing", ORDERS, routing_key="order", max_length=1000), "max_length"),
+        (
+            Queue("billing", ORDERS, routing_key="order", max_length_bytes=2**20),
+            "max_length_bytes",
+        ),
+        (
+            Queue("billing", ORDERS, queue_arguments={"x-message-ttl": 60_000}),
+            "x-message-ttl",
+        ),
+        (
+            Queue("billing", ORDERS, queue_arguments={"x-max-length": 10}),
+            "x-max-length",
+        ),
+    ],
+)
+@pytest.mark.django_db
+def test_e005_a_declared_queue_that_drops_confirmed_events_is_refused(queue, reason):
+    # "Published" means a queue holds the message: one that forgets it (on a
+    # broker restart, when its consumer leaves, after a TTL, past a length)
+    # lets the relay mark events published that no consumer ever receives.
+    publisher = "outbox.publishers.KombuPublisher"
+    options = {"declare": [queue], "default_queue": False}
+    refused_by_the_check_and_the_relay(
+        {"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}, reason
+    )
+
+
+@pytest.mark.parametrize(
+    "queue",
+    [
+        Queue("billing", ORDERS, routing_key="order"),
+        # A full queue that refuses a publish makes the broker nack it: the
+        # message stays pending and is published again later.
+        Queue(
+            "billing",
+            ORDERS,
+            routing_key="order",
+            max_length=1000,
+            queue_arguments={"x-overflow": "reject-publish"},
+        ),
+        Queue(
+            "billing",
+            ORDERS,
+            queue_arguments={"x-max-length": 10, "x-overflow": "reject-publish-dlx"},
+        ),
+    ],
+)
+def test_a_declared_queue_that_keeps_what_it_confirms_passes(queue):
+    publisher = "outbox.publishers.KombuPublisher"
+    options = {"declare": [queue], "default_queue": False}
+    with override_settings(
+        OUTBOX={"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}
+    ):
+        assert checks.check_publisher() == []
 
 
 def refused_by_the_check_and_the_relay(outbox, reason):
