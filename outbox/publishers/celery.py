@@ -178,6 +178,10 @@ class CeleryTaskPublisher(BasePublisher):
                 headers=headers,
                 queue=self.queue,
                 producer=self.producer,
+                # Persistent whatever task_default_delivery_mode says: a
+                # transient task lives in the broker's memory, and a restart
+                # would drop an event already marked published.
+                delivery_mode=2,
                 retry=False,
                 confirm_timeout=confirm_timeout,
             )

@@ -738,6 +738,20 @@ class TestCeleryTaskPublisher(PublisherContract):
         with self.make_publisher(AMQP_URL, app=app) as publisher:
             assert publisher.connection.transport_options["confirm_publish"] is True
 
+    def test_on_rabbitmq_each_task_is_persistent_whatever_the_apps_default(self):
+        # task_default_delivery_mode = "transient" (a speed tuning) had the
+        # broker keep the task in memory only: a broker restart dropped an
+        # event the relay had marked published.
+        app = Celery(set_as_current=False)
+        app.conf.task_default_delivery_mode = "transient"
+        try:
+            with self.make_publisher(AMQP_URL, app=app) as publisher:
+                publisher.publish(make_message())
+            [sent] = read_queue(AMQP_URL, self.queue, 1)
+        finally:
+            delete_queues(AMQP_URL, self.queue)
+        assert sent.properties["delivery_mode"] == 2
+
     def test_on_rabbitmq_a_publisher_recovers_after_a_lost_connection(self):
         # The producer kept the lost connection's channel: every later task
         # of the drain failed, "channel is None ... not bound".
