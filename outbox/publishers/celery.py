@@ -9,7 +9,7 @@ from celery import Celery, current_app
 from idempotency.shared.workers import import_task_modules
 
 from ..exceptions import OutboxConfigurationError, PublishError
-from .base import BasePublisher, envelope, timeout_seconds
+from .base import BasePublisher, envelope, forgetful, timeout_seconds
 
 
 class CeleryTaskPublisher(BasePublisher):
@@ -80,8 +80,26 @@ class CeleryTaskPublisher(BasePublisher):
                 "the task names to send them as, such as "
                 "{'order.created': 'shop.reserve_stock'}."
             )
+        for name in dict.fromkeys(self.tasks.values()):
+            queue = self._queue_for(name)
+            if queue is not None and (why := forgetful(queue)):
+                raise OutboxConfigurationError(
+                    f"CeleryTaskPublisher sends {name!r} to {why}: the relay "
+                    "would mark events published that no worker ever runs. "
+                    "Send them to a durable queue that keeps what it holds."
+                )
         # kombu's Connection, made by open().
         self.connection: Any = None
+
+    def _queue_for(self, name: str):
+        """The queue Celery sends task ``name`` to: ``queue``, else the one
+        ``task_routes`` picks, else the default queue (as ``task_queues``
+        declares it, or as Celery makes a missing one: durable)."""
+        options = {"queue": self.queue} if self.queue else {}
+        try:
+            return self.get_app().amqp.router.route(options, name, (), {})["queue"]
+        except Exception:  # a queue Celery may not create: the publish says so
+            return None
 
     def longest_wait(self) -> float:
         # A batch's tasks await their acks within one confirm_timeout.

@@ -12,7 +12,7 @@ from kombu import Connection, Exchange, Queue
 from kombu.transport import virtual
 
 from ..exceptions import OutboxConfigurationError, PublishError
-from .base import BasePublisher, envelope, timeout_seconds
+from .base import BasePublisher, envelope, forgetful, timeout_seconds
 
 AMQP_SCHEMES = frozenset({"amqp", "amqps", "pyamqp"})
 
@@ -75,7 +75,7 @@ class KombuPublisher(BasePublisher):
         )
         self.declare = tuple(declare)
         for queue in self.declare:
-            if why := _forgetful(queue):
+            if why := forgetful(queue):
                 raise OutboxConfigurationError(
                     f"KombuPublisher declare holds {why}: the relay would mark "
                     "events published that no consumer ever receives. Declare "
@@ -511,44 +511,3 @@ class _CoalescedWrites:
             del self.pending[self.message_start :]
             raise _FrameTooLarge(len(frame), self.frame_max)
         self.pending.extend(frame)  # a copy: py-amqp reuses the frame's memory
-
-
-# Queue arguments under which RabbitMQ drops a message it confirmed: a TTL, a
-# queue expiry, a length cap dropping the oldest (unless overflow rejects the
-# publish, which nacks it and leaves the message pending).
-_DROPPING_ARGUMENTS = {
-    "message_ttl": "x-message-ttl",
-    "expires": "x-expires",
-    "max_length": "x-max-length",
-    "max_length_bytes": "x-max-length-bytes",
-}
-_CAPS = ("max_length", "max_length_bytes")
-_REJECTING_OVERFLOW = frozenset({"reject-publish", "reject-publish-dlx"})
-
-
-def _forgetful(queue) -> str | None:
-    """Why ``queue`` would lose a message the broker confirmed, or None.
-
-    "Published" means a queue holds the message, so a queue that forgets it
-    (on a broker restart, when its last consumer leaves, past a TTL or a
-    length) turns a published event into a lost one.
-    """
-    if not isinstance(queue, Queue):
-        return f"{queue!r:.60}, not a kombu Queue"
-    name = queue.name
-    if not queue.durable:
-        return f"queue {name!r} with durable=False (lost on a broker restart)"
-    # exclusive first: kombu sets auto_delete on an exclusive queue too.
-    for flag in ("exclusive", "auto_delete"):
-        if getattr(queue, flag):
-            return f"queue {name!r} with {flag}=True (deleted with its messages)"
-    arguments = queue.queue_arguments or {}
-    rejects = arguments.get("x-overflow") in _REJECTING_OVERFLOW
-    for option, argument in _DROPPING_ARGUMENTS.items():
-        if option in _CAPS and rejects:
-            continue
-        if getattr(queue, option) is not None:
-            return f"queue {name!r} with {option} (it drops messages)"
-        if argument in arguments:
-            return f"queue {name!r} with {argument} (it drops messages)"
-    return None

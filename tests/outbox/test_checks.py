@@ -240,6 +240,19 @@ def test_e005_a_declared_queue_that_drops_confirmed_events_is_refused(queue, rea
     )
 
 
+@pytest.mark.django_db
+def test_e005_a_celery_queue_that_drops_its_tasks_is_refused():
+    from celery import Celery
+
+    app = Celery(set_as_current=False)
+    app.conf.task_queues = [Queue("events", ORDERS, routing_key="#", expires=600)]
+    options = {"tasks": TASKS, "queue": "events", "app": app}
+    publisher = "outbox.publishers.CeleryTaskPublisher"
+    refused_by_the_check_and_the_relay(
+        {"PUBLISHER": publisher, "PUBLISHER_OPTIONS": options}, "expires"
+    )
+
+
 @pytest.mark.parametrize(
     "queue",
     [

@@ -738,6 +738,31 @@ class TestCeleryTaskPublisher(PublisherContract):
         with self.make_publisher(AMQP_URL, app=app) as publisher:
             assert publisher.connection.transport_options["confirm_publish"] is True
 
+    @pytest.mark.parametrize("named", [True, False])
+    def test_a_celery_queue_that_drops_its_tasks_is_refused(self, named):
+        # task_queues declares the queue Celery sends to (given by name, or
+        # the one task_routes picks): a TTL there expires events the relay
+        # marked published before any worker takes them.
+        app = Celery(set_as_current=False)
+        app.conf.task_queues = [
+            Queue("events", Exchange("events"), routing_key="events", message_ttl=60)
+        ]
+        app.conf.task_routes = {self.task_name: {"queue": "events"}}
+        with pytest.raises(OutboxConfigurationError, match="message_ttl"):
+            CeleryTaskPublisher(
+                tasks={"order.created": self.task_name},
+                queue="events" if named else None,
+                app=app,
+            )
+
+    def test_a_celery_queue_that_keeps_its_tasks_passes(self):
+        app = Celery(set_as_current=False)
+        app.conf.task_queues = [Queue("events", Exchange("events"), "events")]
+        tasks = {"order.created": self.task_name}
+        CeleryTaskPublisher(tasks=tasks, queue="events", app=app)
+        CeleryTaskPublisher(tasks=tasks, app=app)  # the default queue
+        CeleryTaskPublisher(tasks=tasks, queue="made-on-demand", app=app)
+
     def test_on_rabbitmq_each_task_is_persistent_whatever_the_apps_default(self):
         # task_default_delivery_mode = "transient" (a speed tuning) had the
         # broker keep the task in memory only: a broker restart dropped an
