@@ -19,7 +19,10 @@ class OutboxConfig(appconfig.OnceAppConfig):
         "outbox.checks.check_relay_kick",
         "outbox.checks.check_base_app",
     ]
-    deploy_checks = ["outbox.checks.check_test_publisher"]
+    deploy_checks = [
+        "outbox.checks.check_test_publisher",
+        "outbox.checks.check_debezium_capture",
+    ]
     retention_kinds = {"outbox": ["outbox.ops.purgeable"]}
     console_panels = ["outbox.ops.panel"]
     console_series = [(_("events published"), "outbox.ops.published_per_hour")]

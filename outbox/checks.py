@@ -3,12 +3,13 @@
 from celery import current_app
 from django.core.checks import Error, Warning
 from django.core.exceptions import ImproperlyConfigured
-from django.db import router
+from django.db import connections, router
 
 from idempotency.shared.checks import base_app_installed, celery_broker_configured
 
 from .api import debezium_unsupported
 from .conf import CELERY, DEBEZIUM, outbox_settings
+from .debezium import uncaptured
 from .models import OutboxMessage
 from .publishers import CeleryTaskPublisher, InMemoryPublisher, KombuPublisher
 from .relay import lapsing_lease, make_publisher
@@ -129,6 +130,34 @@ def check_debezium_database(app_configs=None, **kwargs):
     if why is None:
         return []
     return [Error(why, id="outbox.E011")]
+
+
+def check_debezium_capture(app_configs=None, databases=None, **kwargs):
+    """``check --deploy --database ALIAS``: in Debezium mode, the outbox's
+    PostgreSQL database is decoded by a connector's slot. record() deletes
+    every row it inserts, so an event recorded before the slot exists (or on
+    a server whose wal_level cannot be decoded) is gone."""
+    try:
+        relay = outbox_settings.merged()["RELAY"]
+    except ImproperlyConfigured:
+        return []  # reported by check_settings
+    using = router.db_for_write(OutboxMessage)
+    if relay != DEBEZIUM or using not in (databases or ()):
+        return []  # a check asks only the databases it is given
+    if connections[using].vendor != "postgresql":
+        return []  # outbox.E011
+    why = uncaptured(using)
+    if why is None:
+        return []
+    return [
+        Error(
+            why,
+            hint="Set wal_level = logical and start the connector "
+            "(manage.py outbox_debezium_config) before serving; silence "
+            "outbox.E013 if its slot is on a standby (PostgreSQL 16+).",
+            id="outbox.E013",
+        )
+    ]
 
 
 def check_test_publisher(app_configs=None, **kwargs):

@@ -91,3 +91,42 @@ def _schema(using: str) -> str:
             [table],
         )
         return cursor.fetchone()[0]
+
+
+def uncaptured(using: str) -> str | None:
+    """Why nothing can be capturing the events record() writes on ``using``
+    (a PostgreSQL database), or None.
+
+    record() deletes each row it inserts: only logical decoding of the WAL,
+    through a replication slot on this database, ever sees the event. A
+    server that cannot decode (wal_level below "logical"), or a database no
+    connector has created its slot on yet, loses every event recorded.
+    """
+    wal_level, slot = _capture_state(using)
+    name = connections[using].settings_dict["NAME"]
+    if wal_level != "logical":
+        return (
+            f"OUTBOX['RELAY'] is 'debezium', but the server of database "
+            f"{name!r} has wal_level {wal_level!r}: Debezium decodes the WAL "
+            "only at 'logical', and record() deletes each row it inserts, so "
+            "every event would be lost."
+        )
+    if not slot:
+        return (
+            f"OUTBOX['RELAY'] is 'debezium', but database {name!r} has no "
+            "logical replication slot: no connector captures its WAL yet, and "
+            "each event recorded before its slot exists is lost."
+        )
+    return None
+
+
+def _capture_state(using: str) -> tuple[str, bool]:
+    """The server's wal_level, and whether a logical slot decodes ``using``."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('wal_level'), EXISTS (SELECT 1 FROM "
+            "pg_replication_slots WHERE slot_type = 'logical' "
+            "AND database = current_database())"
+        )
+        wal_level, slot = cursor.fetchone()
+    return wal_level, slot

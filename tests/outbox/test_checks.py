@@ -418,3 +418,53 @@ def test_e011_debezium_mode_needs_postgresql():
         found = ids(checks.check_debezium_database())
     # SQLite has no WAL for Debezium: every event record() deletes is lost.
     assert found == ([] if connection.vendor == "postgresql" else ["outbox.E011"])
+
+
+DEBEZIUM = {"RELAY": "debezium"}
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db
+def test_e013_check_deploy_with_the_database_asks_whether_the_wal_is_captured():
+    # record() deletes each row it inserts in Debezium mode: on a server whose
+    # wal_level cannot be decoded (PostgreSQL's default is "replica") every
+    # event is lost. This server is not set up for logical decoding.
+    with override_settings(OUTBOX=DEBEZIUM):
+        [error] = checks.check_debezium_capture(databases=["default"])
+        assert error.id == "outbox.E013"
+        assert "wal_level" in error.msg
+        # Without --database a check asks no database.
+        assert checks.check_debezium_capture() == []
+        assert checks.check_debezium_capture(databases=["other"]) == []
+    assert checks.check_debezium_capture(databases=["default"]) == []  # Celery
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    with (
+        override_settings(OUTBOX=DEBEZIUM),
+        pytest.raises(SystemCheckError, match=r"outbox\.E013"),
+    ):
+        call_command("check", "--deploy", "--database", "default")
+
+
+@pytest.mark.parametrize(
+    ("state", "said"),
+    [
+        (("replica", False), "wal_level"),
+        (("logical", False), "no logical replication slot"),
+        (("logical", True), None),
+    ],
+)
+def test_e013_a_server_without_a_slot_captures_nothing_yet(monkeypatch, state, said):
+    # A connector creates its slot when it first starts: every event recorded
+    # before that (a deploy that switched RELAY first) is gone.
+    from outbox import debezium
+
+    monkeypatch.setattr(debezium, "_capture_state", lambda using: state)
+    with override_settings(OUTBOX=DEBEZIUM):
+        found = checks.check_debezium_capture(databases=["default"])
+    if said is None:
+        assert found == []
+    else:
+        [error] = found
+        assert (error.id, said in error.msg) == ("outbox.E013", True)
