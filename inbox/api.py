@@ -566,7 +566,7 @@ def _from_task() -> str | None:
     return message_id_from(custom) or request.id
 
 
-class ConsumerTask(Task):
+class ConsumerTask(workers.PersistentTask):
     """The base of a Celery task that runs an ``@consumer``.
 
     Nothing a consumer raises is lost. A run that raises is retried with the

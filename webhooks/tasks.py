@@ -19,8 +19,14 @@ DRAIN_LIMIT = 500
 
 
 # max_retries=None: WEBHOOKS["MAX_RETRIES"] decides, read at run time.
+# PersistentTask: a retry is the receipt's only copy once the failed run is
+# acked, whatever task_default_delivery_mode says.
 @shared_task(
-    name="webhooks.process_receipt", bind=True, acks_late=True, max_retries=None
+    name="webhooks.process_receipt",
+    base=workers.PersistentTask,
+    bind=True,
+    acks_late=True,
+    max_retries=None,
 )
 def process_receipt(self, receipt_id: int) -> str:
     try:
@@ -71,9 +77,8 @@ def retry_later(receipt_id: int) -> None:
         return
     try:
         # retries=1: the drain's run was the first attempt, so MAX_RETRIES
-        # and the backoff carry on from there. Celery hands it to
-        # send_task(); its type stubs leave the option out.
-        process_receipt.apply_async(  # type: ignore[call-arg]
+        # and the backoff carry on from there (Celery hands it to send_task()).
+        process_receipt.apply_async(
             (receipt_id,), countdown=backoff(0), retries=1, retry=False
         )
     except Exception:

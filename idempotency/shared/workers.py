@@ -8,6 +8,9 @@ from typing import NoReturn
 from celery import Celery, Task
 from celery.exceptions import Ignore, Reject
 
+# The AMQP delivery mode a broker keeps on disk.
+PERSISTENT = 2
+
 # The Celery apps whose task modules this process has imported.
 _imported: "weakref.WeakSet[Celery]" = weakref.WeakSet()
 
@@ -51,3 +54,16 @@ def come_back(
         extra={"task": task.name, "task_id": task.request.id},
     )
     raise Ignore()
+
+
+class PersistentTask(Task):
+    """A task sent persistent whatever ``task_default_delivery_mode`` says.
+
+    Its message (a retry above all: the failed run is acked once it is sent)
+    is the only copy of some work; a transient one lives in the broker's
+    memory and dies with a broker restart, unrecorded.
+    """
+
+    def apply_async(self, *args, **options):
+        options["delivery_mode"] = PERSISTENT
+        return super().apply_async(*args, **options)

@@ -707,3 +707,39 @@ def test_a_foreign_message_whose_id_header_is_no_id_is_dead_at_once(tmp_path):
     assert row.message_id == task_id
     assert "not dict" in row.last_error  # the reason, in the console
     assert not (tmp_path / "runs").exists()  # the consumer never ran
+
+
+def test_a_consumer_tasks_retry_is_persistent_whatever_the_apps_default(
+    monkeypatch,
+):
+    # Once a failed run is acked, its retry is the delivery's only copy on the
+    # broker: sent transient (task_default_delivery_mode, a speed tuning), a
+    # broker restart dropped it, and the event with it, with no inbox row.
+    from celery.exceptions import Retry
+    from kombu.messaging import Producer
+
+    from tests.celery import app
+    from tests.inbox.consumers import flaky
+
+    sent = []
+    monkeypatch.setattr(
+        Producer, "publish", lambda self, body, **options: sent.append(options)
+    )
+    saved = app.conf.task_default_delivery_mode
+    app.conf.task_default_delivery_mode = "transient"
+    flaky.push_request(
+        id=str(uuid.uuid4()),
+        kwargs={"payload": {}, "headers": {}},
+        delivery_info={"exchange": "", "routing_key": "celery"},
+        called_directly=False,
+        is_eager=False,
+    )
+    try:
+        with pytest.raises(Retry):
+            flaky.retry(exc=RuntimeError("flaky"), countdown=60)
+    finally:
+        flaky.pop_request()
+        app.conf.task_default_delivery_mode = saved
+
+    [options] = sent
+    assert options["delivery_mode"] == 2

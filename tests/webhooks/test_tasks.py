@@ -69,3 +69,43 @@ def test_backoff_grows_is_capped_and_jittered(retries):
 def test_the_task_names_are_explicit():
     assert tasks.process_receipt.name == "webhooks.process_receipt"
     assert tasks.enqueue_waiting.name == "webhooks.enqueue_waiting"
+
+
+@pytest.mark.parametrize("retried", ["by the task", "after a drain"])
+def test_a_receipts_retry_is_persistent_whatever_the_apps_default(monkeypatch, retried):
+    # The failed run is acked once its retry is sent: transient
+    # (task_default_delivery_mode), a broker restart dropped the retry and
+    # the receipt stayed failed, its retries never run.
+    from celery.exceptions import Retry
+    from kombu.messaging import Producer
+
+    from tests.celery import app
+
+    sent = []
+    monkeypatch.setattr(
+        Producer, "publish", lambda self, body, **options: sent.append(options)
+    )
+    saved = app.conf.task_default_delivery_mode
+    app.conf.task_default_delivery_mode = "transient"
+    app.conf.task_always_eager = False  # sent to the broker (eager_celery resets it)
+    try:
+        if retried == "after a drain":
+            tasks.retry_later(1)
+        else:
+            tasks.process_receipt.push_request(
+                id="r-1",
+                args=(1,),
+                delivery_info={"exchange": "", "routing_key": "celery"},
+                called_directly=False,
+                is_eager=False,
+            )
+            try:
+                with pytest.raises(Retry):
+                    tasks.process_receipt.retry(exc=RuntimeError("x"), countdown=60)
+            finally:
+                tasks.process_receipt.pop_request()
+    finally:
+        app.conf.task_default_delivery_mode = saved
+
+    [options] = sent
+    assert options["delivery_mode"] == 2
