@@ -520,7 +520,9 @@ class _FailedAttempt:
             problems.insert(
                 0,
                 f"the view answered {answered.status_code} although it failed: "
-                "it caught the failure and answered a success",
+                "it caught the failure and answered a success (the kit's failure "
+                "is an IntegrityError, as the database's are: an except "
+                "IntegrityError taking it for a duplicate catches it too)",
             )
         problems.raise_if_any(f"retry: {g.answer(retry)}")
 

@@ -7,7 +7,7 @@ import uuid
 
 from celery import Celery
 from django.core import mail
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from rest_framework import permissions, serializers
 from rest_framework.exceptions import ValidationError
@@ -557,3 +557,55 @@ def charges_without_refund(delivery, *, payload, **kwargs):
 @consumer("broken.refunds-unkeyed", steps=True)
 def refunds_unkeyed(delivery, *, payload, **kwargs):
     charge_and_reserve(delivery, payload["amount"], charge_undo=refund_with_a_new_key)
+
+
+# A database error taken for a duplicate: ``except IntegrityError`` (or
+# ``DatabaseError``) around the work, as teams write to dedupe by hand.
+
+
+class SwallowsIntegrityErrorView(IdempotencyMixin, APIView):
+    """Creates its widget in a savepoint and answers an ``IntegrityError`` as
+    "already done": any failure the database reports there (a constraint of
+    another row, a foreign key gone) is stored as a 200 with the write rolled
+    back, and every retry replays it: the widget is never made."""
+
+    idempotency_operation = "broken.swallows-integrity-error"
+
+    def post(self, request):
+        try:
+            with transaction.atomic():
+                widget = Widget.objects.create(name=request.data["name"])
+        except IntegrityError:
+            return Response({"status": "already done"}, status=200)
+        return Response({"id": widget.pk}, status=201)
+
+
+def reserves_swallowing_integrity_errors(*, payload, headers, **kwargs):
+    """Under the inbox, reserves stock and notes it in a savepoint taking an
+    ``IntegrityError`` for a duplicate: the inbox row commits without the
+    work, and the message is acked."""
+    with receive("broken.swallows-integrity", headers["once-message-id"]) as delivery:
+        if delivery.duplicate:
+            return
+        try:
+            with transaction.atomic():
+                Stock.objects.filter(sku=payload["sku"]).update(
+                    reserved=F("reserved") + 1
+                )
+                Widget.objects.create(name=payload["name"])
+        except IntegrityError:
+            return  # "noted already"
+
+
+def pays_swallowing_integrity_errors(event):
+    """Marks the order paid and notes it in a savepoint taking an
+    ``IntegrityError`` for a duplicate: the receipt is marked processed
+    without the payment."""
+    try:
+        with transaction.atomic():
+            order = Order.objects.select_for_update().get(pk=event.data["order"])
+            order.status = "paid"
+            order.save(update_fields=["status"])
+            Widget.objects.create(name=f"paid {order.pk}")
+    except IntegrityError:
+        return  # "paid already"

@@ -2,7 +2,8 @@
 
 * ``failing_after_first_write()``: the view's first write succeeds, then it
   raises, as a bug or a lost connection would (the exception is an ordinary
-  one: the library sees a failed attempt).
+  one, and an ``IntegrityError``: the library sees a failed attempt, and
+  code taking a database error for a duplicate catches it).
 * ``commit_points()``: number every point where work becomes durable (a
   transaction's COMMIT, or a write in autocommit mode), and optionally die
   just before or just after one of them. Dying is ``SimulatedCrash``, a
@@ -23,7 +24,7 @@ from datetime import timedelta
 from functools import partial
 from typing import Any
 
-from django.db import connection, connections
+from django.db import IntegrityError, connection, connections
 from django.db.models.signals import post_save
 
 from idempotency.shared.signals import step_done
@@ -44,8 +45,13 @@ class SimulatedCrash(BaseException):
     """The process died here: nothing after this point runs."""
 
 
-class InjectedFailure(RuntimeError):
-    """A failure the proof kit made happen, after the view's first write."""
+class InjectedFailure(RuntimeError, IntegrityError):
+    """A failure the proof kit made happen, after the view's first write.
+
+    An ``IntegrityError`` too, so code that takes one for a duplicate
+    (``except IntegrityError`` or ``DatabaseError`` around its work) gets
+    the kit's failure as it would a real one, and the case sees it swallowed.
+    """
 
 
 def require_committed_transactions(case: str) -> None:
