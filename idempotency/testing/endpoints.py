@@ -42,7 +42,7 @@ from ..shared.testing.crashes import (
     slowed,
 )
 from ..shared.testing.messages import sent_straight, tasks_sent
-from ..shared.testing.steps import each_once, growth, step_kills
+from ..shared.testing.steps import each_once, growth, renamed_steps, step_kills
 from ..shared.testing.threads import run_concurrently
 from . import guarantees as g
 
@@ -877,17 +877,21 @@ def check_crash_after_each_step(endpoint: Endpoint) -> None:
             record = _record(key)
             if record is not None and record.locked_until is not None:
                 clock.advance_past(record.locked_until)
-            retry = case.send(client, key, payload, url)
+            with step_kills() as retried:
+                retry = case.send(client, key, payload, url)
         if not _ran(retry):
             problems.append(
                 f"killed right after step {name!r}, the retry did not complete: "
                 f"{g.answer(retry)}"
             )
             continue
-        problems += [
+        found = [
             f"killed right after step {name!r}, then retried: {verdict}"
             for verdict in each_once(before, case.effects(), delta)
         ]
+        if found and (renamed := renamed_steps(kills, retried, len(probe.steps))):
+            found.append(renamed)
+        problems += found
     if problems:
         raise g.broken(
             g.CRASH_AFTER_STEP,

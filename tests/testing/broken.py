@@ -3,6 +3,7 @@
 Each piece is the kind of mistake the kit exists to catch in users' code.
 """
 
+import time
 import uuid
 
 from celery import Celery
@@ -609,3 +610,33 @@ def pays_swallowing_integrity_errors(event):
             Widget.objects.create(name=f"paid {order.pk}")
     except IntegrityError:
         return  # "paid already"
+
+
+# A step named anew on each attempt: the retry cannot find its recovery
+# point, and runs it again under another derived key.
+
+
+def charge_at(unit, amount):
+    """Charges in a step whose name holds the time of the attempt."""
+    charge = unit.step(
+        f"charge-{time.time_ns()}", lambda key: services.charge(key, amount)
+    )
+    unit.step("note", lambda key: charge["id"])
+
+
+class ChargesUnderATimedStepView(IdempotencyMixin, APIView):
+    idempotency_mode = "steps"
+    idempotency_operation = "broken.timed-step"
+
+    def post(self, request):
+        charge_at(request.idempotency, request.data["amount"])
+        return Response({"charged": True}, status=201)
+
+
+@consumer("broken.timed-step", steps=True)
+def charges_under_a_timed_step(delivery, *, payload, **kwargs):
+    charge_at(delivery, payload["amount"])
+
+
+def charges_under_a_timed_step_handler(event):
+    charge_at(event, 500)

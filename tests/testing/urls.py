@@ -37,6 +37,7 @@ urlpatterns = [
     path("broken/mails-outside-steps/", broken.MailsOutsideStepsView.as_view()),
     path("broken/reserves-outside-steps/", broken.ReservesOutsideStepsView.as_view()),
     path("broken/ships-by-task/", broken.ShipsByTaskOnCommitView.as_view()),
+    path("broken/timed-step/", broken.ChargesUnderATimedStepView.as_view()),
     path(
         "broken/swallows-integrity-error/",
         broken.SwallowsIntegrityErrorView.as_view(),

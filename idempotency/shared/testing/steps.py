@@ -95,14 +95,40 @@ def kill_after_each_step(
             if kills.killed is None:
                 continue  # this run took a shorter path
             clock.advance(lease)
-            run()
-        problems += _verdicts(
+            with step_kills() as retried:
+                run()
+        found = _verdicts(
             f"killed right after step {name!r}, then redelivered",
             before,
             effects,
             delta,
         )
+        if found and (renamed := renamed_steps(kills, retried, len(steps))):
+            found.append(renamed)
+        problems += found
     return problems
+
+
+def renamed_steps(killed: StepKills, retried: StepKills, total: int) -> str | None:
+    """Why a retry ran again steps the killed attempt had stored, when their
+    names tell: the retry stored more steps than the ``total`` of a clean
+    run left, under names the killed attempt never used (a time, a random
+    value or a counter in the name: the retry cannot find the recovery
+    point, so it runs the step again, under another derived key)."""
+    redone = len(retried.steps) - (total - len(killed.steps))
+    new = [name for name in retried.steps[:redone] if name not in killed.steps]
+    if redone <= 0 or not new:
+        return None
+    return (
+        f"the retry ran its steps again under other names ({_names(new)}; the "
+        f"killed attempt stored {_names(killed.steps)}): a step's name must be "
+        "the same on every attempt (no time, random value or counter in it), "
+        "or the retry cannot find the step's recovery point and runs it again"
+    )
+
+
+def _names(steps: list[str]) -> str:
+    return ", ".join(repr(step) for step in steps)
 
 
 def die_then_judge(
@@ -199,5 +225,6 @@ __all__ = [
     "fail_then_retry",
     "growth",
     "kill_after_each_step",
+    "renamed_steps",
     "step_kills",
 ]
