@@ -33,6 +33,7 @@ from ..shared.testing.clock import controlled_clock
 from ..shared.testing.compensations import abandon_after_steps
 from ..shared.testing.crashes import (
     AFTER,
+    BEFORE,
     InjectedFailure,
     SimulatedCrash,
     commit_points,
@@ -855,13 +856,13 @@ def check_derived_key(endpoint: Endpoint) -> None:
 
 def check_crash_after_each_step(endpoint: Endpoint) -> None:
     """A steps-mode view dies right after each of its steps' recovery points
-    in turn; once its lease lapses the client retries: each effect must have
-    happened once (``effects()`` may return a dict of counts, one per outside
-    effect, to have each judged on its own). Skipped for a view that runs no
-    step."""
+    in turn, then just before each; once its lease lapses the client
+    retries: each effect must have happened once (``effects()`` may return a
+    dict of counts, one per outside effect, to have each judged on its own).
+    Skipped for a view that runs no step."""
     __tracebackhide__ = True
     case = _Case(endpoint, "crash-after-step")
-    client, probe, delta = case.clean_run(step_kills())
+    client, (probe, points), delta = case.clean_run(_steps_and_points())
     if not probe.steps:
         pytest.skip("the view ran no step: it is not a steps-mode view")
     problems = []
@@ -892,12 +893,63 @@ def check_crash_after_each_step(endpoint: Endpoint) -> None:
         if found and (renamed := renamed_steps(kills, retried, len(probe.steps))):
             found.append(renamed)
         problems += found
+    problems += _die_before_each_recovery_point(case, client, points, delta)
     if problems:
         raise g.broken(
             g.CRASH_AFTER_STEP,
             f"{endpoint.method.upper()} {case.url}; its steps: {probe.describe()}",
             *problems,
         )
+
+
+@contextmanager
+def _steps_and_points():
+    """Record a run's steps and its durable points together."""
+    with step_kills() as steps, commit_points() as points:
+        yield steps, points
+
+
+def _die_before_each_recovery_point(case: _Case, client, points, delta) -> list[str]:
+    """For each step's recovery point of the clean run (``points``), a new
+    key: the process dies just before it, after the step's call returned;
+    once the lease lapses the client retries, and the step runs again. Its
+    call must use the ``key`` it is given, so the provider dedupes it: one
+    under a key of its own is made twice."""
+    problems = []
+    for number, steps in sorted(points.recovery_points.items()):
+        key = case.key()
+        url, payload = case.new_intent()
+        before = case.effects()
+        with controlled_clock() as clock:
+            with (
+                commit_points(crash_at=number, when=BEFORE) as dying,
+                suppress(SimulatedCrash),
+            ):
+                case.send(client, key, payload, url)
+            if dying.crashed is None:
+                continue  # this run took a shorter path
+            record = _record(key)
+            if record is not None and record.locked_until is not None:
+                clock.advance_past(record.locked_until)
+            retry = case.send(client, key, payload, url)
+        names = ", ".join(repr(step) for step in steps)
+        died = f"died {dying.crashed} (the recovery point of step {names})"
+        if not _ran(retry):
+            problems.append(f"{died}, the retry did not complete: {g.answer(retry)}")
+            continue
+        found = [
+            f"{died}, then retried: {verdict}"
+            for verdict in each_once(before, case.effects(), delta)
+        ]
+        if found:
+            found.append(
+                f"the retry ran step {names} again, as it must: its outside call "
+                "must pass the key it is given, so the provider dedupes the "
+                "second call (one under a key of its own, uuid4(), or none is "
+                "made twice)"
+            )
+        problems += found
+    return problems
 
 
 def check_abandon_undoes_each_step(endpoint: Endpoint) -> None:

@@ -27,6 +27,8 @@ from tests.testing.sound import (
     SHIPPED,
     ChargesAndReservesView,
     charge_and_reserve,
+    refund_charge,
+    release_reservation,
 )
 from webhooks.handlers import on
 
@@ -640,3 +642,28 @@ def charges_under_a_timed_step(delivery, *, payload, **kwargs):
 
 def charges_under_a_timed_step_handler(event):
     charge_at(event, 500)
+
+
+class ChargesUnderItsOwnKeyView(ChargesAndReservesView):
+    """Steps mode with keyed, idempotent undos, but the charge step calls the
+    provider under a key of its own, not the ``key`` it is given: a process
+    dying between the charge and its recovery point has the retry, resuming
+    at that step, charge a second time."""
+
+    idempotency_operation = "broken.charges-under-its-own-key"
+
+    def post(self, request):
+        unit = request.idempotency
+        amount = request.data["amount"]
+        charge = unit.step(
+            "charge",
+            lambda key: services.charge(uuid.uuid4().hex, amount),
+            undo=refund_charge,
+        )
+        widget = unit.step(
+            "reserve",
+            lambda key: Widget.objects.create(name=RESERVED + charge["id"]).pk,
+            atomic=True,
+            undo=release_reservation,
+        )
+        return Response({"charge": charge["id"], "widget": widget}, status=201)

@@ -37,6 +37,10 @@ urlpatterns = [
     path("broken/mails-outside-steps/", broken.MailsOutsideStepsView.as_view()),
     path("broken/reserves-outside-steps/", broken.ReservesOutsideStepsView.as_view()),
     path("broken/ships-by-task/", broken.ShipsByTaskOnCommitView.as_view()),
+    path(
+        "broken/charges-under-its-own-key/",
+        broken.ChargesUnderItsOwnKeyView.as_view(),
+    ),
     path("broken/timed-step/", broken.ChargesUnderATimedStepView.as_view()),
     path(
         "broken/swallows-integrity-error/",
