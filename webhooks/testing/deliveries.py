@@ -541,7 +541,11 @@ def _check_in_turn(
         return
     if newer_first:
         guarantee, left = STALE_WEBHOOK, f"set {g.shown(final)}"
-        advice = "order by event.is_stale(<the stamp of the state>), never by arrival"
+        advice = (
+            "order by event.is_stale(<the stamp of the state>), never by "
+            "arrival, and stamp the state with event.occurred_at as each event "
+            "applies (a stamp never saved makes every event look new)"
+        )
     else:
         guarantee = NEWER_WEBHOOK
         left = f"left {g.shown(final)}; on its own it sets {g.shown(newer_state)}"

@@ -33,3 +33,14 @@ def pay_unless_old(event):
     order.status = event.data["data"]["status"]
     order.payment_updated_at = event.occurred_at
     order.save()
+
+
+def pay_checking_a_stamp_it_never_saves(event):
+    """Asks ``event.is_stale()`` of the state's stamp, but never saves the
+    stamp: the state has none, every event looks new, and an older one
+    arriving late overwrites the newer state."""
+    order = Order.objects.select_for_update().get(pk=event.data["data"]["order"])
+    if event.is_stale(order.payment_updated_at):
+        return
+    order.status = event.data["data"]["status"]
+    order.save()

@@ -241,6 +241,19 @@ def test_a_handler_dropping_events_by_age_lets_an_older_event_win(source):
     assert 'arrived and set "payment_failed"' in message
 
 
+@pytest.mark.parametrize("source", TIMED)
+def test_a_handler_checking_a_stamp_it_never_saves_is_told_to_save_it(source):
+    """It asks is_stale() as the advice says, so the advice must go on: the
+    state must be stamped with the event's time as each event applies."""
+    webhook = payments(source, broken_handlers.pay_checking_a_stamp_it_never_saves)
+
+    message = broken_message(deliveries.check_webhook_order, webhook)
+
+    assert 'arrived and set "payment_failed"' in message
+    assert "order by event.is_stale(<the stamp of the state>)" in message
+    assert "stamp the state with event.occurred_at as each event applies" in message
+
+
 def test_a_handler_sending_a_task_straight_to_the_broker_is_reported():
     """Its widget is under the handler's transaction, so the count is right;
     the task cannot commit with it, and a death before that commit has the
