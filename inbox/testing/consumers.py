@@ -15,6 +15,8 @@ from operator import attrgetter
 from typing import Any
 
 import pytest
+from django.db import router
+from django.db.models import Max
 
 from idempotency.shared.steps.models import StepRecord, UnitRecord
 from idempotency.shared.testing import guarantees as g
@@ -116,6 +118,7 @@ def check_redelivery(consumer: Consumer) -> None:
     """The broker delivers the same message twice: one effect."""
     __tracebackhide__ = True
     message = consumer.message()
+    seen = _inbox_rows().aggregate(last=Max("pk"))["last"] or 0
     before = g.measure(consumer.effects)
     consumer.hand(message)
     applied = g.measure(consumer.effects)
@@ -127,7 +130,30 @@ def check_redelivery(consumer: Consumer) -> None:
             REDELIVERED_MESSAGE,
             consumer.describe(message) + ", delivered twice",
             g.change(before, after, applied),
+            *_received_under_other_ids(message, seen),
         )
+
+
+def _inbox_rows():
+    return InboxMessage.objects.db_manager(router.db_for_read(InboxMessage))
+
+
+def _received_under_other_ids(message: Message, seen: int) -> list[str]:
+    """Why the inbox let a redelivery through, when its rows tell: the
+    consumer gave ``receive()`` ids of its own (a ``uuid4()``, a time), never
+    the message's, so each delivery looked new."""
+    received = list(
+        _inbox_rows().filter(pk__gt=seen).values_list("subscriber", "message_id")
+    )
+    if len(received) < 2 or any(mid == str(message.id) for _, mid in received):
+        return []
+    calls = " and ".join(f"receive({name!r}, {mid!r})" for name, mid in received)
+    return [
+        f"the inbox took the {len(received)} deliveries for {len(received)} "
+        f"messages: {calls}, never the message's id "
+        f"{message.id}: pass it the id the broker redelivers with the message "
+        f"(the {MESSAGE_ID_HEADER} header), the same on every delivery"
+    ]
 
 
 def check_crash_before_ack(consumer: Consumer) -> None:

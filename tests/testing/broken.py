@@ -193,6 +193,15 @@ def applies_after_receive(*, payload, headers, **kwargs):
         Widget.objects.create(name=payload["name"])
 
 
+def receives_under_an_id_of_its_own(*, payload, **kwargs):
+    """Asks the inbox under an id it makes per call (``uuid4()``), not the
+    message's: every delivery looks new, and a redelivery applies again."""
+    with receive("broken.own-id", str(uuid.uuid4())) as delivery:
+        if delivery.duplicate:
+            return
+        Widget.objects.create(name=payload["name"])
+
+
 def without_inbox(*, payload, **kwargs):
     """No inbox at all."""
     Widget.objects.create(name=payload["name"])

@@ -47,6 +47,19 @@ def test_every_case_holds_for_a_celery_consumer_task(check):
     check(Consumer(reserve_stock, "order.created", payload, reserved))
 
 
+def test_a_consumer_receiving_under_an_id_of_its_own_is_told_the_message_id():
+    message = broken_message(
+        consumers.check_redelivery, widgets(broken.receives_under_an_id_of_its_own)
+    )
+    message_id = message.splitlines()[1].split()[1]
+
+    assert "effects went 0 → 2 (expected 0 → 1)" in message
+    assert "the inbox took the 2 deliveries for 2 messages" in message
+    assert "broken.own-id" in message
+    assert f"never the message's id {message_id}" in message
+    assert "once-message-id" in message
+
+
 def test_a_consumer_that_applies_before_the_inbox_applies_a_redelivery_again():
     message = broken_message(
         consumers.check_redelivery, widgets(broken.applies_before_receive)
