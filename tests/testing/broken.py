@@ -676,3 +676,60 @@ class ChargesUnderItsOwnKeyView(ChargesAndReservesView):
             undo=release_reservation,
         )
         return Response({"charge": charge["id"], "widget": widget}, status=201)
+
+
+# Mistakes the kit caught already, kept as proof it goes on catching them.
+
+
+class ShipsByTaskView(IdempotencyMixin, APIView):
+    """Writes its widget and sends the shipping task at once, from inside
+    the claim's transaction: a failure or a death before the commit rolls
+    the widget back, but the task is out, and the retry sends it again."""
+
+    idempotency_operation = "broken.ships-by-task-at-once"
+
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data["name"])
+        ship_widget.delay(widget.name)
+        return Response({"id": widget.pk}, status=201)
+
+
+class ChargesUnderANewKeyView(IdempotencyMixin, APIView):
+    """Charges under a key made per attempt (``uuid4()``), then writes: the
+    charge is outside the transaction, so a failed attempt keeps it, and
+    its retry charges again under another key. No ``downstream`` is given:
+    the failure cases see it through ``effects()``."""
+
+    idempotency_operation = "broken.charges-under-a-new-key"
+
+    def post(self, request):
+        charge = services.charge(uuid.uuid4().hex, 500)
+        widget = Widget.objects.create(name=charge["id"])
+        return Response({"id": widget.pk}, status=201)
+
+
+@consumer("broken.ships-by-task-on-commit")
+def ships_by_task_on_commit(*, payload, **kwargs):
+    """Under the inbox, writes its widget and sends the task once the inbox
+    row commits: a death between that commit and the send loses it."""
+    Widget.objects.create(name=payload["name"])
+    transaction.on_commit(lambda: ship_widget.delay(payload["name"]))
+
+
+def charges_under_a_new_key(*, payload, headers, **kwargs):
+    """Under the inbox, charges under a key made per call, in its
+    transaction: a death before the inbox's commit has the redelivery
+    charge again under another key."""
+    with receive("broken.new-key", headers["once-message-id"]) as delivery:
+        if delivery.duplicate:
+            return
+        Widget.objects.create(name=payload["name"])
+        services.charge(uuid.uuid4().hex, 500)
+
+
+def ships_the_widget_by_task_on_commit(event):
+    """Writes its widget and sends the task once the handler's transaction
+    commits: the receipt is processed by then, so a worker dying before the
+    send loses the shipping."""
+    widget = Widget.objects.create(name=event.delivery_id[:100])
+    transaction.on_commit(lambda: ship_widget.delay(widget.name))

@@ -5,6 +5,7 @@ from collections.abc import Callable
 from celery import Celery
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -32,6 +33,18 @@ class ShipWidgetView(IdempotencyMixin, APIView):
         widget.name = SHIPPED + widget.name
         widget.save(update_fields=["name"])
         return Response({"id": widget.pk, "shipped": True})
+
+
+class StampedWidgetView(IdempotencyMixin, APIView):
+    """Answers with the time it ran: a replay differs from what the view
+    would answer now, which is no mistake, since the replay is the stored
+    answer, byte for byte."""
+
+    idempotency_operation = "sound.stamped-widget"
+
+    def post(self, request):
+        widget = Widget.objects.create(name=request.data["name"])
+        return Response({"id": widget.pk, "at": timezone.now().isoformat()}, 201)
 
 
 def shipped_count() -> int:
