@@ -118,11 +118,12 @@ def check_redelivery(consumer: Consumer) -> None:
     """The broker delivers the same message twice: one effect."""
     __tracebackhide__ = True
     message = consumer.message()
-    seen = _inbox_rows().aggregate(last=Max("pk"))["last"] or 0
+    seen = _last_inbox_row()
     before = g.measure(consumer.effects)
     consumer.hand(message)
     applied = g.measure(consumer.effects)
     _require_an_effect(consumer, before, applied)
+    first = _last_inbox_row()
     consumer.hand(message)
     after = g.measure(consumer.effects)
     if after != applied:
@@ -130,7 +131,7 @@ def check_redelivery(consumer: Consumer) -> None:
             REDELIVERED_MESSAGE,
             consumer.describe(message) + ", delivered twice",
             g.change(before, after, applied),
-            *_received_under_other_ids(message, seen),
+            *_received_as_new(message, seen, first),
         )
 
 
@@ -138,22 +139,41 @@ def _inbox_rows():
     return InboxMessage.objects.db_manager(router.db_for_read(InboxMessage))
 
 
-def _received_under_other_ids(message: Message, seen: int) -> list[str]:
+def _last_inbox_row() -> int:
+    return _inbox_rows().aggregate(last=Max("pk"))["last"] or 0
+
+
+def _received_as_new(message: Message, seen: int, first: int) -> list[str]:
     """Why the inbox let a redelivery through, when its rows tell: the
-    consumer gave ``receive()`` ids of its own (a ``uuid4()``, a time), never
-    the message's, so each delivery looked new."""
-    received = list(
-        _inbox_rows().filter(pk__gt=seen).values_list("subscriber", "message_id")
-    )
-    if len(received) < 2 or any(mid == str(message.id) for _, mid in received):
+    redelivery stored rows of its own, so ``receive()`` was given another
+    name or id than the first time (one made per call: a ``uuid4()``, a
+    time), not the same name and the message's id."""
+    rows = _inbox_rows().filter(pk__gt=seen).order_by("pk")
+    once = list(rows.filter(pk__lte=first).values_list("subscriber", "message_id"))
+    again = list(rows.filter(pk__gt=first).values_list("subscriber", "message_id"))
+    if not again:
         return []
-    calls = " and ".join(f"receive({name!r}, {mid!r})" for name, mid in received)
+    calls = f"{_receive_calls(once)} then {_receive_calls(again)}"
+    if any(mid == str(message.id) for _, mid in once + again):
+        advice = (
+            ": give receive() the same name on every delivery, never one made per call"
+        )
+    else:
+        advice = (
+            f", never the message's id {message.id}: pass it the id the broker "
+            f"redelivers with the message (the {MESSAGE_ID_HEADER} header), "
+            "the same on every delivery"
+        )
     return [
-        f"the inbox took the {len(received)} deliveries for {len(received)} "
-        f"messages: {calls}, never the message's id "
-        f"{message.id}: pass it the id the broker redelivers with the message "
-        f"(the {MESSAGE_ID_HEADER} header), the same on every delivery"
+        f"the inbox took the 2 deliveries for {len(once) + len(again)} "
+        f"messages: {calls}{advice}"
     ]
+
+
+def _receive_calls(rows) -> str:
+    return " and ".join(f"receive({name!r}, {mid!r})" for name, mid in rows) or (
+        "no receive()"
+    )
 
 
 def check_crash_before_ack(consumer: Consumer) -> None:

@@ -202,6 +202,16 @@ def receives_under_an_id_of_its_own(*, payload, **kwargs):
         Widget.objects.create(name=payload["name"])
 
 
+def receives_under_a_name_of_its_own(*, payload, headers, **kwargs):
+    """Asks the inbox under the message's id but a name it makes per call:
+    every delivery is new to the inbox, and a redelivery applies again."""
+    name = f"broken.own-name-{uuid.uuid4().hex[:8]}"
+    with receive(name, headers["once-message-id"]) as delivery:
+        if delivery.duplicate:
+            return
+        Widget.objects.create(name=payload["name"])
+
+
 def without_inbox(*, payload, **kwargs):
     """No inbox at all."""
     Widget.objects.create(name=payload["name"])

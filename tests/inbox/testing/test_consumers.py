@@ -60,6 +60,17 @@ def test_a_consumer_receiving_under_an_id_of_its_own_is_told_the_message_id():
     assert "once-message-id" in message
 
 
+def test_a_consumer_receiving_under_a_name_of_its_own_is_told_to_keep_one():
+    message = broken_message(
+        consumers.check_redelivery, widgets(broken.receives_under_a_name_of_its_own)
+    )
+
+    assert "the inbox took the 2 deliveries for 2 messages" in message
+    assert "receive('broken.own-name-" in message
+    assert "give receive() the same name on every delivery" in message
+    assert "never the message's id" not in message
+
+
 def test_a_consumer_that_applies_before_the_inbox_applies_a_redelivery_again():
     message = broken_message(
         consumers.check_redelivery, widgets(broken.applies_before_receive)
