@@ -8,14 +8,15 @@ redelivers it. Crashes are simulated at every point where the consumer's work
 becomes durable (see ``crashes.commit_points``).
 """
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from operator import attrgetter
 from typing import Any
 
 import pytest
-from django.db import router
+from django.db import connections, router
 from django.db.models import Max
 
 from idempotency.shared.steps.models import StepRecord, UnitRecord
@@ -27,7 +28,9 @@ from idempotency.shared.testing.crashes import (
     BEFORE,
     commit_points,
     failures_past,
+    is_write,
     require_committed_transactions,
+    statement,
 )
 from idempotency.shared.testing.messages import (
     MESSAGE_ID_HEADER,
@@ -124,7 +127,8 @@ def check_redelivery(consumer: Consumer) -> None:
     applied = g.measure(consumer.effects)
     _require_an_effect(consumer, before, applied)
     first = _last_inbox_row()
-    consumer.hand(message)
+    with _writes_after_the_claim() as redelivery:
+        consumer.hand(message)
     after = g.measure(consumer.effects)
     if after != applied:
         raise g.broken(
@@ -132,7 +136,63 @@ def check_redelivery(consumer: Consumer) -> None:
             consumer.describe(message) + ", delivered twice",
             g.change(before, after, applied),
             *_received_as_new(message, seen, first),
+            *_applied_as_duplicate(redelivery, seen, first),
         )
+
+
+@dataclass
+class _Redelivery:
+    claimed: bool = False
+    written_after: str | None = None
+
+
+@contextmanager
+def _writes_after_the_claim() -> Iterator[_Redelivery]:
+    """Note whether a write to another table than the inbox's follows the
+    inbox's claim (the consumer's work, run after ``receive()`` said
+    duplicate)."""
+    inbox = f'"{InboxMessage._meta.db_table}"'
+    # A steps unit's own records are the library's, not the consumer's work.
+    units = [f'"{model._meta.db_table}"' for model in (UnitRecord, StepRecord)]
+    redelivery = _Redelivery()
+
+    def wrapper(execute, sql, params, many, context):
+        if inbox in sql:
+            redelivery.claimed = True
+        elif (
+            redelivery.claimed
+            and not redelivery.written_after
+            and is_write(sql)
+            and not any(table in sql for table in units)
+        ):
+            redelivery.written_after = statement(sql)
+        return execute(sql, params, many, context)
+
+    with ExitStack() as stack:
+        for connection in connections.all():
+            stack.enter_context(connection.execute_wrapper(wrapper))
+        yield redelivery
+
+
+def _applied_as_duplicate(redelivery: _Redelivery, seen: int, first: int) -> list[str]:
+    """Why a redelivery the inbox knew for a duplicate was applied: the
+    consumer wrote after its claim without asking ``delivery.duplicate``."""
+    if redelivery.written_after is None:
+        return []
+    rows = _inbox_rows().filter(pk__gt=seen)
+    if rows.filter(pk__gt=first).exists():
+        return []  # new to the inbox: _received_as_new() says why
+    dropped = list(
+        rows.filter(duplicates__gt=0).values_list("subscriber", "message_id")
+    )
+    if not dropped:
+        return []
+    return [
+        f"the inbox took the redelivery for a duplicate ({_receive_calls(dropped)}"
+        f" said delivery.duplicate), and the consumer wrote after it "
+        f"({redelivery.written_after}): return from the block when "
+        "delivery.duplicate is true"
+    ]
 
 
 def _inbox_rows():

@@ -212,6 +212,14 @@ def receives_under_a_name_of_its_own(*, payload, headers, **kwargs):
         Widget.objects.create(name=payload["name"])
 
 
+def applies_duplicates_too(*, payload, headers, **kwargs):
+    """Claims the message under the inbox but never asks
+    ``delivery.duplicate``: a redelivery the inbox knows for one is applied
+    again."""
+    with receive("broken.no-duplicate-check", headers["once-message-id"]):
+        Widget.objects.create(name=payload["name"])
+
+
 def without_inbox(*, payload, **kwargs):
     """No inbox at all."""
     Widget.objects.create(name=payload["name"])

@@ -71,6 +71,17 @@ def test_a_consumer_receiving_under_a_name_of_its_own_is_told_to_keep_one():
     assert "never the message's id" not in message
 
 
+def test_a_consumer_not_asking_whether_it_is_a_duplicate_is_told_to():
+    message = broken_message(
+        consumers.check_redelivery, widgets(broken.applies_duplicates_too)
+    )
+
+    assert "effects went 0 → 2 (expected 0 → 1)" in message
+    assert "the inbox took the redelivery for a duplicate" in message
+    assert "receive('broken.no-duplicate-check', " in message
+    assert "return from the block when delivery.duplicate is true" in message
+
+
 def test_a_consumer_that_applies_before_the_inbox_applies_a_redelivery_again():
     message = broken_message(
         consumers.check_redelivery, widgets(broken.applies_before_receive)
