@@ -943,10 +943,10 @@ def _die_before_each_recovery_point(case: _Case, client, points, delta) -> list[
         ]
         if found:
             found.append(
-                f"the retry ran step {names} again, as it must: its outside call "
-                "must pass the key it is given, so the provider dedupes the "
-                "second call (one under a key of its own, uuid4(), or none is "
-                "made twice)"
+                f"the retry ran step {names} again, as it must after a death "
+                "before its recovery point: its outside call must pass the key "
+                "it is given, so the provider dedupes the second call (one "
+                "under a key of its own, uuid4(), or none is made twice)"
             )
         problems += found
     return problems
