@@ -3,6 +3,8 @@
 import json
 from urllib.parse import parse_qsl
 
+from idempotency.shared import storable
+
 from .exceptions import BodyTooLarge, EncodedBody, LengthRequired
 
 # The form GitHub sends when a hook's content type is "form": one field,
@@ -47,9 +49,10 @@ def json_object(body: bytes, content_type: str | None) -> dict:
     """The JSON object ``body`` carries; raise ``ValueError`` when it has none.
 
     A form body carries it in its one ``payload`` field (GitHub); any other
-    body is the JSON itself. The intake refuses what this refuses and
-    ``Event.data`` reads the stored body through it, so a body accepted at
-    intake always reads when it is processed.
+    body is the JSON itself. The intake refuses what this refuses (and
+    more: ``intake_json_object``) and ``Event.data`` reads the stored body
+    through it, so a body accepted at intake always reads when it is
+    processed.
 
     The error says what is wrong in fixed words, never chained: the messages
     of the errors below quote the body (a form field, a byte), and a
@@ -69,6 +72,17 @@ def json_object(body: bytes, content_type: str | None) -> dict:
         raise ValueError("not JSON") from None
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
+    return data
+
+
+def intake_json_object(body: bytes, content_type: str | None) -> dict:
+    """``json_object()``, refusing too an object nested deeper than
+    ``storable.MAX_DEPTH``: Python's json reads about 1,000 levels from a
+    shallow stack, fewer from a worker's deep one, where ``Event.data``
+    would then be None for a delivery answered 202."""
+    data = json_object(body, content_type)
+    if storable.nested_too_deeply(data):
+        raise ValueError("JSON nested too deeply")
     return data
 
 

@@ -120,6 +120,22 @@ def _strings(value, what: str):
         pending.extend((child, depth + 1) for child in item)
 
 
+def nested_too_deeply(value) -> bool:
+    """Whether a decoded JSON value is nested deeper than ``MAX_DEPTH``
+    (read without recursion)."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list):
+            continue
+        if depth > MAX_DEPTH:
+            return True
+        pending.extend((child, depth + 1) for child in item)
+    return False
+
+
 def _too_deep(what: str) -> ValueError:
     return ValueError(
         f"{what} is nested too deeply: at most {MAX_DEPTH} levels are kept"

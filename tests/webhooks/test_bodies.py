@@ -10,6 +10,7 @@ from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from idempotency.shared.storable import MAX_DEPTH
 from tests.webhooks import signing
 from webhooks import bodies, processing
 from webhooks.exceptions import BodyTooLarge, EncodedBody, LengthRequired
@@ -272,3 +273,56 @@ def test_under_asgi_django_reads_a_body_over_the_limit_before_the_413():
 
     assert answer == [413]
     assert len(sent) == 4  # all of it, before the view ran
+
+
+def nested(levels: int) -> bytes:
+    return b"[" * levels + b"]" * levels
+
+
+def deeply(call, frames: int):
+    """``call()`` run ``frames`` Python frames deeper, as a worker runs it
+    (Celery's tracer, the drain, a handler's own calls)."""
+    return call() if frames == 0 else deeply(call, frames - 1)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("source", ["github", "stripe", "standard", "hmac"])
+def test_a_body_nested_deeper_than_a_worker_reads_is_refused_at_intake(source):
+    # Python's json reads about 1,000 levels from a shallow stack, fewer
+    # from a deep one: a body of 700 was accepted (202) and its handler,
+    # run deeper in a worker, got event.data None, the receipt "processed".
+    body = b'{"id": "evt_1", "type": "t", "d": ' + nested(MAX_DEPTH) + b"}"
+
+    response = Client().post(
+        f"/webhooks/{source}/",
+        data=body,
+        content_type="application/json",
+        headers=sign(source, body),
+    )
+
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/problem+json"
+    answer = json.loads(response.content)
+    assert answer["type"].endswith("/webhook-malformed-body")
+    assert answer["detail"] == "body: JSON nested too deeply"
+    assert not WebhookReceipt.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_body_nested_as_deep_as_intake_allows_reads_in_a_deep_worker():
+    seen = []
+    on("github", "push")(lambda event: seen.append(event.data))
+    # The object itself is the first level.
+    body = b'{"id": "evt_1", "d": ' + nested(MAX_DEPTH - 1) + b"}"
+
+    response = Client().post(
+        "/webhooks/github/",
+        data=body,
+        content_type="application/json",
+        headers=signing.github_headers(body),
+    )
+    assert response.status_code == 202
+    receipt = WebhookReceipt.objects.get()
+    assert deeply(lambda: processing.process(receipt.pk), 300) == "processed"
+
+    assert isinstance(seen[0], dict)

@@ -271,10 +271,11 @@ class BaseVerifier:
         """Read a signed body as the JSON object handlers get as ``event.data``.
 
         Call it after the signature checks out: a refusal then says the body
-        is the sender's bug (400), not a forgery.
+        is the sender's bug (400), not a forgery. An object nested deeper than
+        a worker reads is refused too (``bodies.intake_json_object``).
         """
         try:
-            return bodies.json_object(body, headers.get("Content-Type"))
+            return bodies.intake_json_object(body, headers.get("Content-Type"))
         except ValueError as exc:
             # Fixed words (bodies.json_object), never the body's own text.
             raise VerificationFailed(MALFORMED_BODY, f"body: {exc}") from None
