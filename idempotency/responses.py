@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from . import signals
 from .conf import idempotency_settings
 from .exceptions import AnswerNotKept, AnswerNotShared
+from .shared import storable
 
 REPLAYED_HEADER = "Idempotent-Replayed"
 # Content-Encoding says how to read the stored bytes (a view's own gzip_page
@@ -136,6 +137,15 @@ def keep(response, watch: SessionWatch) -> Answer | None:
     language = _language_of(stored)
     if language:
         headers["Content-Language"] = language
+    for name, value in headers.items():
+        # Django refuses only CR and LF in a header: a NUL (from the client's
+        # text in a Location, say) would fail the completion's UPDATE (jsonb
+        # refuses it) after the view's work, and escaped it would not replay
+        # as sent.
+        try:
+            storable.check_text(value, f"its {name} header")
+        except ValueError as exc:
+            return _not_kept(watch, status, str(exc))
     return Answer(status, body, headers, session)
 
 
