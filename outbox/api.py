@@ -18,6 +18,11 @@ from .kicks import relay_kicker
 from .models import OutboxMessage
 from .querysets import CLOCK_SKEW_ALLOWANCE
 
+# The deepest headers record() keeps. py-amqp encodes a header table with
+# two frames a level, from the relay's own stack: 500 levels (what a payload
+# may have) ran out of stack and failed the relay's batch on RabbitMQ.
+MAX_HEADER_DEPTH = 100
+
 
 def record(
     aggregate_type: str,
@@ -41,7 +46,8 @@ def record(
     given in ``headers`` is kept.
 
     A value the table cannot store (a name over 255 characters, a NUL or a
-    lone surrogate, a payload or headers jsonb refuses, a payload of None)
+    lone surrogate, a payload or headers jsonb refuses, headers nested
+    deeper than ``MAX_HEADER_DEPTH``, a payload of None)
     raises ``EventInvalid`` before any SQL: the caller's transaction can go on.
     """
     using = using or router.db_for_write(OutboxMessage)
@@ -151,6 +157,11 @@ def _check_storable(aggregate_type, aggregate_id, event_type, payload, headers):
         # The columns' encoder: a datetime or a Decimal is stored as text.
         storable.jsonb(payload, "The payload", encoder=DjangoJSONEncoder)
         storable.jsonb(headers or {}, "A header", encoder=DjangoJSONEncoder)
+        if storable.nested_too_deeply(headers or {}, MAX_HEADER_DEPTH):
+            raise ValueError(
+                f"A header is nested too deeply: at most {MAX_HEADER_DEPTH} "
+                "levels are published"
+            )
     except ValueError as exc:
         raise EventInvalid(f"{exc}.") from exc
 

@@ -120,8 +120,8 @@ def _strings(value, what: str):
         pending.extend((child, depth + 1) for child in item)
 
 
-def nested_too_deeply(value) -> bool:
-    """Whether a decoded JSON value is nested deeper than ``MAX_DEPTH``
+def nested_too_deeply(value, limit: int = MAX_DEPTH) -> bool:
+    """Whether a decoded JSON value is nested deeper than ``limit`` levels
     (read without recursion)."""
     pending = [(value, 1)]
     while pending:
@@ -130,7 +130,7 @@ def nested_too_deeply(value) -> bool:
             item = item.values()
         elif not isinstance(item, list):
             continue
-        if depth > MAX_DEPTH:
+        if depth > limit:
             return True
         pending.extend((child, depth + 1) for child in item)
     return False

@@ -271,6 +271,15 @@ class KombuPublisher(BasePublisher):
                             "over 64 bits)."
                         )
                         continue
+                    except RecursionError:
+                        # Headers stored before record() refused deep ones:
+                        # py-amqp's encoder ran out of stack, before any
+                        # frame was written; the batch goes on without it.
+                        refused[message.id] = PublishError(
+                            f"AMQP cannot encode {message.id}: its headers "
+                            "are nested too deeply for py-amqp's encoder."
+                        )
+                        continue
                     self._delivery_tag += 1
                     sent[self._delivery_tag] = message
                     confirms.unconfirmed.add(self._delivery_tag)

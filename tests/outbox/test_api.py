@@ -172,6 +172,26 @@ def test_record_refuses_a_value_nested_too_deeply_before_any_sql(depth, where):
     assert OutboxMessage.objects.get().aggregatetype == "widget"
 
 
+def test_record_refuses_headers_nested_deeper_than_amqp_encodes_before_any_sql():
+    # py-amqp encodes a header table with two frames a level: headers of
+    # 400 levels (record() took 500) failed the relay on RabbitMQ, with every
+    # message of their batch, until they were dead.
+    with transaction.atomic():
+        with (
+            CaptureQueriesContext(connection) as queries,
+            pytest.raises(EventInvalid, match="header is nested too deeply"),
+        ):
+            record("order", 1, "order.created", {}, headers={"t": nested(100)})
+        assert queries.captured_queries == []
+
+
+def test_record_keeps_headers_nested_as_deep_as_allowed():
+    with transaction.atomic():
+        record("order", 1, "order.created", {}, headers={"t": nested(99)})
+
+    assert OutboxMessage.objects.get().headers["t"] == nested(99)
+
+
 def test_record_keeps_a_payload_nested_as_deep_as_allowed():
     with transaction.atomic():
         record("order", 1, "order.created", nested(MAX_DEPTH))

@@ -15,6 +15,7 @@ from django.utils.module_loading import import_string
 from kombu import Connection, Exchange, Queue
 from kombu.transport import redis as redis_transport
 
+from idempotency.shared.storable import MAX_DEPTH
 from idempotency.shared.workers import import_task_modules
 from outbox import relay
 from outbox.api import record
@@ -29,6 +30,7 @@ from outbox.publishers import (
 
 from .conftest import AMQP_URL, DEAD_REDIS_URL, REDIS_URL
 from .proxy import cuttable
+from .test_api import nested
 
 DEAD_AMQP_URL = "amqp://guest:guest@127.0.0.1:1//"
 
@@ -403,6 +405,17 @@ class TestKombuPublisherOnRabbitMQ(KombuContract):
             setattr(bad, name, value)
         # The broker never saw it: the channel numbers the next publishes right.
         assert "AMQP cannot encode" in str(self.refused_alone(bad))
+
+    def test_headers_too_deep_for_amqp_fail_alone_inside_a_batch(self):
+        # Stored before record() refused them: py-amqp's encoder ran out of
+        # stack, and the whole batch failed with them, the connection reset.
+        bad = make_message()
+        bad.headers = {"trail": nested(MAX_DEPTH - 1)}
+
+        error = self.refused_alone(bad)
+
+        assert "AMQP cannot encode" in str(error)
+        assert "nested too deeply" in str(error)
 
     def test_headers_that_fit_a_frame_are_published(self):
         message = make_message()
