@@ -293,6 +293,10 @@ def checked_message_id(message_id) -> str:
     the middle of one (a DataError), after the consumer's work began.
     """
     message_id = _text(message_id)
+    if not message_id.strip():
+        # One blank id would name every message that carries it: each after
+        # the first would be skipped as a duplicate.
+        raise MessageIdInvalid("The message id is blank.")
     field = InboxMessage._meta.get_field("message_id")
     try:
         storable.check_column(message_id, field, "The message id")
@@ -343,10 +347,15 @@ def _text(value) -> str:
     redelivery, so each would be applied again."""
     if isinstance(value, bytes | bytearray):
         return bytes(value).decode(errors="surrogateescape")
-    if isinstance(value, str | uuid.UUID) or (
-        isinstance(value, int) and not isinstance(value, bool)
-    ):
+    if isinstance(value, str | uuid.UUID):
         return str(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return str(value)
+        except ValueError:  # past the digits Python turns into text
+            raise MessageIdInvalid(
+                "The message id is an integer of more than 4,300 digits."
+            ) from None
     raise MessageIdInvalid(
         "A message id is text, bytes, an integer or a UUID, "
         f"not {type(value).__name__}."

@@ -438,6 +438,47 @@ def test_an_id_the_column_cannot_hold_is_refused_before_any_transaction(message_
     assert InboxMessage.objects.count() == 0
 
 
+# A blank id named every message that carried one: the first was applied,
+# each later one skipped as its duplicate. An integer past the 4,300 digits
+# Python turns into text raised a bare ValueError from receive().
+REFUSED_IDS = pytest.mark.parametrize(
+    "message_id", [" ", "\t\n", 10**5000], ids=["space", "whitespace", "huge-int"]
+)
+
+
+@REFUSED_IDS
+def test_a_blank_or_endless_id_is_refused_before_any_transaction(message_id):
+    with (
+        CaptureQueriesContext(connection) as queries,
+        pytest.raises(MessageIdInvalid),
+        receive("stock", message_id),
+    ):
+        raise AssertionError("must not run")
+
+    assert len(queries) == 0
+    assert InboxMessage.objects.count() == 0
+
+
+@REFUSED_IDS
+def test_a_consumer_task_buries_a_blank_or_endless_id_at_once(tmp_path, message_id):
+    from tests.inbox.consumers import flaky
+
+    task_id = str(uuid.uuid4())
+    result = flaky.apply(
+        kwargs={
+            "payload": {"runs": str(tmp_path / "runs")},
+            "headers": {"once-message-id": message_id},
+        },
+        task_id=task_id,
+    )
+
+    assert result.state == "IGNORED"  # recorded dead, so acked
+    row = InboxMessage.objects.dead().get()
+    assert (row.message_id, row.attempts) == (task_id, 1)
+    assert row.last_error.startswith("MessageIdInvalid(")
+    assert Widget.objects.count() == 0
+
+
 SUBSCRIBERS = pytest.mark.parametrize(
     "subscriber",
     ["s" * 256, "s\x001", "s-\ud800", 7, "s\x1f1"],
