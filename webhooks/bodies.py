@@ -58,12 +58,35 @@ def json_object(body: bytes, content_type: str | None) -> dict:
     of the errors below quote the body (a form field, a byte), and a
     refusal's detail reaches signals, logs and spans, which never carry one.
     """
+    return _decoded(_json_text(body, content_type))
+
+
+def intake_json_object(body: bytes, content_type: str | None) -> dict:
+    """``json_object()``, refusing too an object nested deeper than
+    ``storable.MAX_DEPTH``: Python's json reads about 1,000 levels from a
+    shallow stack, fewer from a worker's deep one, where ``Event.data``
+    would then be None for a delivery answered 202."""
+    text = _json_text(body, content_type)
+    data = _decoded(text)
+    # Only a text with more opening brackets than the limit can nest deeper:
+    # counting them costs a delivery a microsecond, walking it ~85 µs (3 KB).
+    deep = text.count("{") + text.count("[") > storable.MAX_DEPTH
+    if deep and storable.nested_too_deeply(data):
+        raise ValueError("JSON nested too deeply")
+    return data
+
+
+def _json_text(body: bytes, content_type: str | None) -> str:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError("not UTF-8") from None
     if (content_type or "").split(";")[0].strip().lower() == FORM:
         text = _form_payload(text)
+    return text
+
+
+def _decoded(text: str) -> dict:
     try:
         data = json.loads(text)
     except RecursionError:
@@ -72,17 +95,6 @@ def json_object(body: bytes, content_type: str | None) -> dict:
         raise ValueError("not JSON") from None
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
-    return data
-
-
-def intake_json_object(body: bytes, content_type: str | None) -> dict:
-    """``json_object()``, refusing too an object nested deeper than
-    ``storable.MAX_DEPTH``: Python's json reads about 1,000 levels from a
-    shallow stack, fewer from a worker's deep one, where ``Event.data``
-    would then be None for a delivery answered 202."""
-    data = json_object(body, content_type)
-    if storable.nested_too_deeply(data):
-        raise ValueError("JSON nested too deeply")
     return data
 
 

@@ -326,3 +326,25 @@ def test_a_body_nested_as_deep_as_intake_allows_reads_in_a_deep_worker():
     assert deeply(lambda: processing.process(receipt.pk), 300) == "processed"
 
     assert isinstance(seen[0], dict)
+
+
+def test_a_form_body_nested_too_deeply_is_refused_at_intake():
+    # Its JSON is percent-encoded in the payload field: the depth is read
+    # from the field's text, not from the body's bytes.
+    deep = b'{"d": ' + nested(MAX_DEPTH) + b"}"
+    body = form(json.loads(deep))
+
+    with pytest.raises(ValueError, match="nested too deeply"):
+        bodies.intake_json_object(body, FORM)
+
+
+def test_a_body_with_fewer_brackets_than_the_limit_is_not_walked(monkeypatch):
+    # It cannot nest deeper than it has brackets: an ordinary delivery is
+    # spared the walk, which costs more than parsing it.
+    def walked(data):
+        raise AssertionError("walked")
+
+    monkeypatch.setattr(bodies.storable, "nested_too_deeply", walked)
+    body = json.dumps({"items": [{"id": n, "tags": ["a"]} for n in range(200)]})
+
+    assert bodies.intake_json_object(body.encode(), "application/json")["items"]
