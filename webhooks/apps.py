@@ -18,6 +18,7 @@ class WebhooksConfig(appconfig.OnceAppConfig):
         "webhooks.checks.check_base_app",
         "webhooks.checks.check_stray_handlers",
         "webhooks.checks.check_unhandled_sources",
+        "webhooks.checks.check_shared_secrets",
     ]
     retention_kinds = {
         "webhooks": ["webhooks.ops.purgeable_receipts", "webhooks.ops.purgeable_counts"]

@@ -1,5 +1,7 @@
 """System checks for the WEBHOOKS settings: the validators the server runs."""
 
+from collections import defaultdict
+
 from django.core.checks import Warning
 from django.core.exceptions import ImproperlyConfigured
 
@@ -75,4 +77,29 @@ def check_unhandled_sources(app_configs=None, **kwargs):
             id="webhooks.W005",
         )
         for source in handlers.unhandled(configured)
+    ]
+
+
+def check_shared_secrets(app_configs=None, **kwargs):
+    """A secret two sources share verifies a delivery signed for one at the
+    other's URL too, where the other's handlers run it."""
+    configured = _configured_sources()
+    if configured is None:
+        return []
+    sharing = defaultdict(list)
+    for name, config in configured.items():
+        secrets = config.get("SECRETS") if isinstance(config, dict) else None
+        if isinstance(secrets, list | tuple):  # else refused by check_settings
+            for secret in set(secrets):
+                sharing[secret].append(name)
+    return [
+        Warning(
+            f"Sources {', '.join(map(repr, names))} share a secret: a delivery "
+            "signed for one verifies at the others' URLs too, and runs their "
+            "handlers.",
+            hint="Give each source its own secret (providers issue one per endpoint).",
+            id="webhooks.W006",
+        )
+        for names in sharing.values()
+        if len(names) > 1
     ]
