@@ -128,7 +128,17 @@ def check_redelivery(consumer: Consumer) -> None:
     _require_an_effect(consumer, before, applied)
     first = _last_inbox_row()
     with _writes_after_the_claim() as redelivery:
-        consumer.hand(message)
+        try:
+            consumer.hand(message)
+        except Exception as exc:
+            raise g.broken(
+                REDELIVERED_MESSAGE,
+                consumer.describe(message) + ", delivered twice",
+                f"the redelivery raised {type(exc).__name__} ({exc}): a message "
+                "whose consumer raises is retried until it is dead, though it "
+                "was applied; return from the block when delivery.duplicate is "
+                "true",
+            ) from exc
     after = g.measure(consumer.effects)
     if after != applied:
         raise g.broken(

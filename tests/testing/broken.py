@@ -220,6 +220,19 @@ def applies_duplicates_too(*, payload, headers, **kwargs):
         Widget.objects.create(name=payload["name"])
 
 
+class AlreadyApplied(Exception):
+    pass
+
+
+def raises_on_duplicates(*, payload, headers, **kwargs):
+    """Tells a redelivery from a new message, and raises on it: the broker
+    retries it until the message is dead, though it was applied."""
+    with receive("broken.raises-on-duplicate", headers["once-message-id"]) as delivery:
+        if delivery.duplicate:
+            raise AlreadyApplied("this message was applied already")
+        Widget.objects.create(name=payload["name"])
+
+
 def without_inbox(*, payload, **kwargs):
     """No inbox at all."""
     Widget.objects.create(name=payload["name"])

@@ -82,6 +82,16 @@ def test_a_consumer_not_asking_whether_it_is_a_duplicate_is_told_to():
     assert "return from the block when delivery.duplicate is true" in message
 
 
+def test_a_consumer_raising_on_a_duplicate_is_told_to_return():
+    message = broken_message(
+        consumers.check_redelivery, widgets(broken.raises_on_duplicates)
+    )
+
+    assert "the redelivery raised AlreadyApplied" in message
+    assert "retried until it is dead" in message
+    assert "return from the block when delivery.duplicate is true" in message
+
+
 def test_a_consumer_that_applies_before_the_inbox_applies_a_redelivery_again():
     message = broken_message(
         consumers.check_redelivery, widgets(broken.applies_before_receive)
