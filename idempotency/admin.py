@@ -52,6 +52,7 @@ class IdempotencyRecordAdmin(console.ReadOnlyAdmin):
         console.InputFilter.on("operation", _("operation")),
         console.InputFilter.on("scope", _("scope")),
         console.AgeFilter,
+        console.PastRetentionFilter,
     ]
     # Key only, one indexed equality: an OR over columns misleads the planner
     # into walking the whole created_at index. Scopes have their own filter.

@@ -33,6 +33,7 @@ class InboxMessageAdmin(console.ReadOnlyAdmin):
         ),
         console.InputFilter.on("subscriber", _("subscriber")),
         console.AgeFilter.on("received_at"),
+        console.PastRetentionFilter,
     ]
     search_fields = ["message_id__exact"]
     search_help_text = _("Exact message id (the outbox id for our own events).")

@@ -64,6 +64,7 @@ class OutboxMessageAdmin(console.ReadOnlyAdmin):
         console.InputFilter.on("aggregatetype", _("aggregate type")),
         console.InputFilter.on("type", _("event type")),
         console.AgeFilter,
+        console.PastRetentionFilter,
     ]
     search_fields = ["id__exact", "aggregateid__exact"]
     search_help_text = _("Exact message id or aggregate id.")

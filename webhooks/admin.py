@@ -159,7 +159,12 @@ class WebhookReceiptAdmin(console.ReadOnlyAdmin):
         "received_at",
         "processed_at",
     ]
-    list_filter = ["state", SourceFilter, console.AgeFilter.on("received_at")]
+    list_filter = [
+        "state",
+        SourceFilter,
+        console.AgeFilter.on("received_at"),
+        console.PastRetentionFilter,
+    ]
     search_fields = ["delivery_id__exact"]
     search_help_text = _("Exact delivery id.")
     date_hierarchy = "received_at"
@@ -557,6 +562,6 @@ def _as_seen(seen: dict[int, int]) -> Q:
 @admin.register(WebhookRejection)
 class WebhookRejectionAdmin(console.ReadOnlyAdmin):
     list_display = ["day", "source", "reason", "count", "last_seen_at"]
-    list_filter = [SourceFilter, ReasonFilter]
+    list_filter = [SourceFilter, ReasonFilter, console.PastRetentionFilter]
     date_hierarchy = "day"
     ordering = ["-day", "source", "reason"]

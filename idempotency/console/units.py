@@ -105,6 +105,7 @@ class UnitAdmin(console.ReadOnlyAdmin):
             released=(_("released, awaiting a retry"), _released),
         ),
         console.AgeFilter,
+        console.PastRetentionFilter,
     ]
     # One indexed equality: the unit's identity (the primary key).
     search_fields = ["id__exact"]

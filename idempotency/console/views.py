@@ -9,14 +9,20 @@ from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db import DatabaseError, transaction
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.urls import Resolver404, get_script_prefix, resolve, reverse
+from django.urls import (
+    NoReverseMatch,
+    Resolver404,
+    get_script_prefix,
+    resolve,
+    reverse,
+)
 from django.utils.http import urlencode
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from ..shared import clock, contributions, retention
 from .chart import hourly_chart
-from .panels import COUNT_CAP, capped
+from .panels import COUNT_CAP, Figure, capped, changelist_url
 
 
 def dashboard(request):
@@ -25,12 +31,18 @@ def dashboard(request):
     now = clock.now()
     try:
         awaiting = retention.purgeable_counts(now, cap=COUNT_CAP)
+        models = retention.kind_models(now)
     except ImproperlyConfigured as exc:
         # A retention that would break a guarantee: say so instead of counting.
         messages.error(request, str(exc))
-        awaiting = {}
+        awaiting, models = {}, {}
+    # Each links to its rows in their list, as every figure does.
+    purge_figures = [
+        Figure(kind, capped(count, COUNT_CAP), _past_retention_url(models[kind]))
+        for kind, count in awaiting.items()
+    ]
     panels = [build(now) for build in contributions.console_panels()]
-    for figure in (figure for panel in panels for figure in panel.figures):
+    for figure in [*(f for panel in panels for f in panel.figures), *purge_figures]:
         if figure.url:
             figure.url = link_for(request, figure)
     context = {
@@ -41,12 +53,20 @@ def dashboard(request):
             {"kind": kind, "count": capped(count, COUNT_CAP)}
             for kind, count in awaiting.items()
         ],
+        "purge_figures": purge_figures,
         "chart": hourly_chart(now, contributions.console_series()),
         "can_purge": request.user.has_perm("idempotency.purge_records"),
         "count_cap": COUNT_CAP,
         "now": now,
     }
     return TemplateResponse(request, "admin/idempotency/ops.html", context)
+
+
+def _past_retention_url(model) -> str:
+    try:
+        return changelist_url(model, retention="past")
+    except NoReverseMatch:
+        return ""  # a model the admin does not list
 
 
 def link_for(request, figure) -> str:

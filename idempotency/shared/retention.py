@@ -10,6 +10,7 @@ import logging
 import math
 from collections.abc import Iterator
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import OperationalError, connections, router, transaction
 from django.db.models import Subquery
 
@@ -44,6 +45,33 @@ def purgeable_counts(now=None, *, cap=None) -> dict[str, int]:
             for rows in (purgeable(now) for purgeable in purgeables)
         )
     return counts
+
+
+def purgeable_rows(model, now=None):
+    """The rows of ``model`` a purge would delete now, on no database in
+    particular (a list filters its own reads by them); None when no kind
+    deletes any. A kind whose retention is refused deletes none: the purge
+    refuses to run it."""
+    now = now or clock.now()
+    found = None
+    for purgeables in contributions.retention_kinds().values():
+        for purgeable in purgeables:
+            try:
+                rows = purgeable(now)
+            except ImproperlyConfigured:
+                continue
+            if rows.model is model:
+                found = rows if found is None else found | rows
+    return found
+
+
+def kind_models(now=None) -> dict:
+    """Each kind's model whose list shows its rows: its first purgeable's."""
+    now = now or clock.now()
+    return {
+        name: purgeables[0](now).model
+        for name, purgeables in contributions.retention_kinds().items()
+    }
 
 
 def purge(

@@ -281,3 +281,83 @@ def test_the_dashboards_admin_entry_shows_no_record(client, staff, page):
 
     assert b"secret" not in answer.content
     assert answer.status_code in (302, 403, 404)
+
+
+def test_rows_awaiting_purge_link_to_their_filtered_list(client, staff):
+    # DESIGN: "rows awaiting purge; each figure links to its filtered list".
+    # The counts showed, unlinked: an operator could not see which rows the
+    # purge would delete before confirming it.
+    grant(staff, "view_opsdashboard", "view_idempotencyrecord")
+    make_record("old", expires_in=timedelta(seconds=-1))
+    make_record("held", state="pending", expires_in=timedelta(seconds=-1))
+    IdempotencyRecord.objects.filter(key="held").update(
+        locked_until=timezone.now() + timedelta(minutes=5)
+    )
+    make_record("live")
+    client.force_login(staff)
+
+    answer = client.get(DASHBOARD)
+
+    awaiting = {f.label: f for f in answer.context["purge_figures"]}
+    assert awaiting["idempotency"].value == 1
+    listed = client.get(awaiting["idempotency"].url)
+    assert [r.key for r in listed.context["cl"].result_list] == ["old"]
+    assert awaiting["idempotency"].url in answer.content.decode()
+    # No permission on the outbox's list: the figure shows, unlinked.
+    assert awaiting["outbox"].url == ""
+
+
+def test_each_lists_past_retention_filter_shows_what_the_purge_deletes(admin_client):
+    from django.urls import reverse
+
+    from idempotency.shared import retention
+    from inbox.models import InboxMessage
+    from outbox.models import OutboxMessage
+    from webhooks.models import WebhookReceipt
+
+    old = timezone.now() - timedelta(days=40)
+    make_record("old", expires_in=timedelta(seconds=-1))
+    make_record("live")
+    for state in ("published", "dead"):
+        OutboxMessage.objects.create(
+            aggregatetype="order",
+            aggregateid="1",
+            type="created",
+            payload={},
+            state=state,
+            created_at=old,
+            available_at=old,
+            published_at=old if state == "published" else None,
+        )
+    for message_id, state in (("applied", "applied"), ("dead", "dead")):
+        InboxMessage.objects.create(
+            subscriber="s", message_id=message_id, state=state, received_at=old
+        )
+    for delivery_id, state in (("p", "processed"), ("f", "failed")):
+        WebhookReceipt.objects.create(
+            source="github",
+            delivery_id=delivery_id,
+            state=state,
+            body=b"{}",
+            received_at=old,
+            processed_at=old if state == "processed" else None,
+        )
+    lists = [IdempotencyRecord, OutboxMessage, InboxMessage, WebhookReceipt]
+
+    shown = {}
+    for model in lists:
+        opts = model._meta
+        url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+        page = admin_client.get(url + "?retention=past")
+        assert page.status_code == 200
+        shown[model] = {row.pk for row in page.context["cl"].result_list}
+
+    assert all(len(pks) == 1 for pks in shown.values())
+    assert retention.purge(only=["idempotency", "outbox", "inbox", "webhooks"]) == {
+        "idempotency": 1,
+        "outbox": 1,
+        "inbox": 1,
+        "webhooks": 1,
+    }
+    for model, pks in shown.items():
+        assert not model.objects.filter(pk__in=pks).exists()
