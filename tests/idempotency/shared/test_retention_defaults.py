@@ -1,0 +1,87 @@
+"""DESIGN, Retention: "Defaults: keys 24 h (per operation), outbox published
+7 d, inbox 30 d, receipts 30 d" (docs/retention.md adds units, 90 days).
+With no retention setting, ``manage.py purge_idempotency`` keeps each row
+until its default has passed, and deletes it just after."""
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from idempotency.models import IdempotencyRecord
+from idempotency.shared.steps.models import UnitRecord
+from idempotency.shared.units import KEYS, Unit
+from inbox.models import InboxMessage
+from outbox.models import OutboxMessage
+from webhooks.models import WebhookReceipt
+
+pytestmark = pytest.mark.django_db
+
+MINUTE = timedelta(minutes=1)
+
+
+def purge(kind) -> str:
+    out = StringIO()
+    call_command("purge_idempotency", "--only", kind, stdout=out)
+    return out.getvalue().strip()
+
+
+def test_a_key_is_kept_24_hours_by_default(api, clock):
+    assert api.post("/t/widgets/", {"name": "a"}, key="k").status_code == 201
+
+    clock.advance(timedelta(hours=24) - MINUTE)
+    assert purge("idempotency") == "idempotency: deleted 0"
+    clock.advance(2 * MINUTE)
+    assert purge("idempotency") == "idempotency: deleted 1"
+    assert not IdempotencyRecord.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("kind", "default"),
+    [
+        ("outbox", timedelta(days=7)),
+        ("inbox", timedelta(days=30)),
+        ("webhooks", timedelta(days=30)),
+        ("units", timedelta(days=90)),
+    ],
+)
+def test_each_kind_is_kept_its_default_retention(clock, kind, default):
+    now = clock.now()
+    if kind == "outbox":
+        OutboxMessage.objects.create(
+            aggregatetype="order",
+            aggregateid="1",
+            type="created",
+            payload={},
+            state="published",
+            created_at=now,
+            available_at=now,
+            published_at=now,
+        )
+    elif kind == "inbox":
+        InboxMessage.objects.create(
+            subscriber="s", message_id="m", state="applied", received_at=now
+        )
+    elif kind == "webhooks":
+        WebhookReceipt.objects.create(
+            source="github",
+            delivery_id="d",
+            state="processed",
+            body=b"{}",
+            received_at=now,
+            processed_at=now,
+        )
+    else:
+        UnitRecord.objects.create(
+            id=Unit(KEYS, ("scope", "op", "k")).identity,
+            kind=KEYS,
+            state="done",
+            created_at=now,
+            updated_at=now,
+        )
+
+    clock.advance(default - MINUTE)
+    assert purge(kind) == f"{kind}: deleted 0"
+    clock.advance(2 * MINUTE)
+    assert purge(kind) == f"{kind}: deleted 1"
