@@ -177,3 +177,36 @@ def test_metrics_without_admin_serve_every_apps_gauges():
     assert found["status"] == 200
     assert found["units_stuck"]
     assert "idempotency.console.admin" not in found["console"]
+
+
+PURGE = """
+from io import StringIO
+from django.core.management import CommandError
+
+call_command("migrate", verbosity=0)
+out = StringIO()
+call_command("purge_idempotency", stdout=out)
+try:
+    call_command("purge_idempotency", "--only", "webhooks", stdout=StringIO())
+    refused = ""
+except CommandError as exc:
+    refused = str(exc)
+print(json.dumps({
+    "printed": out.getvalue().splitlines(),
+    "refused": refused,
+    "console": sorted(m for m in sys.modules if m.startswith("idempotency.console")),
+}))
+"""
+
+
+def test_the_purge_runs_without_the_admin_on_the_apps_installed():
+    # Rule 10: no django.contrib.admin unless the console is wanted; the
+    # purge is retention, not the console.
+    found = run([*BASE, "idempotency", "outbox"], PURGE)
+    assert found["printed"] == [
+        "idempotency: deleted 0",
+        "units: deleted 0",
+        "outbox: deleted 0",
+    ]
+    assert "Unknown retention kind(s): webhooks" in found["refused"]
+    assert "idempotency.console.admin" not in found["console"]
