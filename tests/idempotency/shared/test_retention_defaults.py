@@ -7,7 +7,7 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from idempotency.models import IdempotencyRecord
 from idempotency.shared.steps.models import UnitRecord
@@ -85,3 +85,33 @@ def test_each_kind_is_kept_its_default_retention(clock, kind, default):
     assert purge(kind) == f"{kind}: deleted 0"
     clock.advance(2 * MINUTE)
     assert purge(kind) == f"{kind}: deleted 1"
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("OUTBOX", {"RETENTION": 0}),
+        ("INBOX", {"RETENTION": 0}),
+        ("WEBHOOKS", {"RETENTION": 0}),
+        ("IDEMPOTENCY", {"UNIT_RETENTION": 0}),
+    ],
+)
+def test_a_retention_of_0_fails_the_purge_closed(settings, clock, setting, value):
+    # Rule 9: a setting that would switch a guarantee off is an error at
+    # first use. A purge by a retention of 0 would forget at once what a
+    # retry, a redelivery or a resend still needs: it deletes nothing, not
+    # even the kinds whose retention is fine.
+    setattr(settings, setting, {**getattr(settings, setting), **value})
+    IdempotencyRecord.objects.create(
+        scope="user:1",
+        operation="op",
+        key="k",
+        request_hash="h",
+        state="completed",
+        created_at=clock.now(),
+        expires_at=clock.now() - MINUTE,
+    )
+
+    with pytest.raises(CommandError, match="RETENTION"):
+        call_command("purge_idempotency", stdout=StringIO())
+    assert IdempotencyRecord.objects.exists()
