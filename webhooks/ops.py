@@ -50,10 +50,13 @@ def panel(now) -> Panel:
             Figure(
                 _("rejected %(source)s · %(reason)s") % row,
                 row["count"],
+                # The days counted, not every day kept: the list shows what
+                # the figure counts.
                 changelist_url(
                     WebhookRejection,
                     source__exact=row["source"],
                     reason__exact=row["reason"],
+                    day__gte=since.isoformat(),
                 ),
                 alert=True,
             )

@@ -656,6 +656,26 @@ def test_dashboard_shows_receipts_by_source_and_state_and_rejections(client, mak
     assert b"receipts received" in answer.content
 
 
+def test_a_rejections_figure_links_to_the_days_it_counts(client, make_user):
+    # The figure counts the last day's rejections; its list showed every
+    # day kept (30 by default), so it disagreed with the figure it explains.
+    admin_user = make_user("root", is_staff=True, is_superuser=True)
+    now = timezone.now()
+    for when in (now - timedelta(days=5), now):
+        WebhookRejection.objects.count_one(
+            source="github", reason="bad-signature", now=when
+        )
+    client.force_login(admin_user)
+
+    answer = client.get("/admin/ops/")
+
+    figures = {f.label: f for p in answer.context["panels"] for f in p.figures}
+    figure = figures["rejected github · bad-signature"]
+    assert figure.value == 1
+    listed = client.get(figure.url).context["cl"]
+    assert [row.day for row in listed.result_list] == [now.date()]
+
+
 def test_purge_keeps_unprocessed_receipts_whatever_their_age(clock):
     old = timezone.now() - timedelta(days=40)
     for delivery_id, state in [
