@@ -456,3 +456,24 @@ def test_a_key_taken_over_after_a_batchs_snapshot_is_kept_and_the_purge_goes_on(
     assert counts == {"idempotency": 19}
     assert remaining_keys() == {"old-0"}
     assert IdempotencyRecord.objects.get(key="old-0").state == "completed"
+
+
+@pytest.mark.postgresql
+def test_a_purge_of_another_database_of_every_kind_reads_nothing_elsewhere(
+    mixed_records, other_alias
+):
+    # docs/retention.md: "every statement of the purge, the owners that keep
+    # a unit included, runs there", for every kind, the dry run's counts too.
+    for dry_run in ([], ["--dry-run"]):
+        out = StringIO()
+        with CaptureQueriesContext(connections["default"]) as on_default:
+            call_command(
+                "purge_idempotency", f"--database={other_alias}", *dry_run, stdout=out
+            )
+
+        assert on_default.captured_queries == []
+        assert out.getvalue().splitlines() == [
+            f"{kind}: {'would delete' if dry_run else 'deleted'} 0"
+            for kind in ("idempotency", "units", "outbox", "inbox", "webhooks")
+        ]
+    assert len(remaining_keys()) == 5
