@@ -477,3 +477,30 @@ def test_a_purge_of_another_database_of_every_kind_reads_nothing_elsewhere(
             for kind in ("idempotency", "units", "outbox", "inbox", "webhooks")
         ]
     assert len(remaining_keys()) == 5
+
+
+class OutboxOnItsOwn:
+    """A router that keeps the outbox on a database of its own."""
+
+    def db_for_read(self, model, **hints):
+        return "other" if model._meta.app_label == "outbox" else None
+
+    db_for_write = db_for_read
+
+
+@pytest.mark.postgresql
+def test_a_purge_deletes_each_kind_where_a_router_keeps_it(
+    mixed_records, other_alias, settings
+):
+    settings.DATABASE_ROUTERS = [f"{__name__}.OutboxOnItsOwn"]
+
+    with (
+        CaptureQueriesContext(connections["default"]) as on_default,
+        CaptureQueriesContext(connections[other_alias]) as on_other,
+    ):
+        counts = retention.purge()
+
+    assert counts["idempotency"] == 3
+    assert not [q for q in on_default if "outbox_message" in q["sql"]]
+    statements = [q["sql"] for q in on_other if q["sql"] not in ("BEGIN", "COMMIT")]
+    assert statements and all("outbox_message" in sql for sql in statements)
