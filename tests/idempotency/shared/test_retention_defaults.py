@@ -37,6 +37,18 @@ def test_a_key_is_kept_24_hours_by_default(api, clock):
     assert not IdempotencyRecord.objects.exists()
 
 
+def test_a_keys_retention_is_its_operations(api, clock):
+    # Rule 5: retention is a per-operation business setting. A view's ttl
+    # (60 s here) is its keys' retention; another operation keeps the default.
+    assert api.post("/t/function/", {"name": "a"}, key="short").status_code == 201
+    assert api.post("/t/widgets/", {"name": "a"}, key="long").status_code == 201
+
+    clock.advance(timedelta(seconds=61))
+
+    assert purge("idempotency") == "idempotency: deleted 1"
+    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["long"]
+
+
 @pytest.mark.parametrize(
     ("kind", "default"),
     [
