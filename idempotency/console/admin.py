@@ -12,7 +12,7 @@ from django.contrib.admin import helpers
 from django.contrib.admin.utils import flatten
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.db import router
+from django.db import OperationalError, router, transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpResponseBadRequest
 from django.utils.functional import cached_property
@@ -20,7 +20,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from ..shared import clock, retention
+from ..shared import clock, isolation, retention
 from . import require_admin
 from .panels import COUNT_CAP, count_up_to
 
@@ -401,8 +401,21 @@ def lock_unchanged(queryset, *conditions) -> list:
     the action's transaction ends, so what it changes is what it checked.
     SKIP LOCKED: a row another submit or a worker holds right now is changing;
     it is left to that one rather than waited for and changed twice.
+
+    Under REPEATABLE READ or SERIALIZABLE, inside a request's transaction
+    (``ATOMIC_REQUESTS``) whose snapshot predates a row's change, PostgreSQL
+    refuses the lock (a serialization failure) and no new snapshot can be
+    taken: every row is left alone, as one that moved on since is.
     """
-    return list(queryset.filter(*conditions).select_for_update(skip_locked=True))
+    rows = queryset.filter(*conditions).select_for_update(skip_locked=True)
+    try:
+        # A savepoint: the caller's transaction goes on after the refusal.
+        with transaction.atomic(using=queryset.db):
+            return list(rows)
+    except OperationalError as exc:
+        if not isolation.is_serialization_failure(exc):
+            raise
+        return []
 
 
 def log_action(request, objects, message: str) -> None:
