@@ -361,3 +361,26 @@ def test_each_lists_past_retention_filter_shows_what_the_purge_deletes(admin_cli
     }
     for model, pks in shown.items():
         assert not model.objects.filter(pk__in=pks).exists()
+
+
+def test_the_units_list_past_retention_shows_what_the_purge_deletes(admin_client):
+    from idempotency.shared import retention
+    from idempotency.shared.steps.models import UnitRecord
+    from idempotency.shared.units import KEYS, Unit
+
+    old = timezone.now() - timedelta(days=91)
+    for key, state in (("done", "done"), ("running", "running")):
+        UnitRecord.objects.create(
+            id=Unit(KEYS, ("scope", "op", key)).identity,
+            kind=KEYS,
+            state=state,
+            created_at=old,
+            updated_at=old,
+        )
+
+    page = admin_client.get("/admin/idempotency/unitrecord/?retention=past")
+
+    shown = [unit.pk for unit in page.context["cl"].result_list]
+    assert shown == [Unit(KEYS, ("scope", "op", "done")).identity]
+    assert retention.purge(only=["units"]) == {"units": 1}
+    assert not UnitRecord.objects.filter(pk__in=shown).exists()
