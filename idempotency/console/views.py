@@ -1,5 +1,6 @@
 """The dashboard at /admin/ops/ and the purge behind its confirmation page."""
 
+from collections import Counter
 from contextlib import suppress
 
 from django.contrib import admin, messages
@@ -30,16 +31,24 @@ def dashboard(request):
         raise PermissionDenied
     now = clock.now()
     try:
-        awaiting = retention.purgeable_counts(now, cap=COUNT_CAP)
-        models = retention.kind_models(now)
+        by_model = retention.purgeable_counts_by_model(now, cap=COUNT_CAP)
     except ImproperlyConfigured as exc:
         # A retention that would break a guarantee: say so instead of counting.
         messages.error(request, str(exc))
-        awaiting, models = {}, {}
-    # Each links to its rows in their list, as every figure does.
+        by_model = []
+    awaiting: Counter[str] = Counter()
+    for kind, _model, count in by_model:
+        awaiting[kind] += count
+    lists = Counter(kind for kind, _model, _count in by_model)
+    # Each links to its rows in their list, as every figure does: one per
+    # list where a kind purges the rows of several.
     purge_figures = [
-        Figure(kind, capped(count, COUNT_CAP), _past_retention_url(models[kind]))
-        for kind, count in awaiting.items()
+        Figure(
+            f"{kind} · {model._meta.verbose_name_plural}" if lists[kind] > 1 else kind,
+            capped(count, COUNT_CAP),
+            _past_retention_url(model),
+        )
+        for kind, model, count in by_model
     ]
     panels = [build(now) for build in contributions.console_panels()]
     for figure in [*(f for panel in panels for f in panel.figures), *purge_figures]:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import OperationalError, connections, router, transaction
-from django.db.models import Subquery
+from django.db.models import Model, Subquery
 
 from . import clock, contributions, isolation
 from .signals import Reporter, purged
@@ -65,13 +65,20 @@ def purgeable_rows(model, now=None):
     return found
 
 
-def kind_models(now=None) -> dict:
-    """Each kind's model whose list shows its rows: its first purgeable's."""
+def purgeable_counts_by_model(
+    now=None, *, cap=None
+) -> list[tuple[str, type[Model], int]]:
+    """``purgeable_counts()`` per model of each kind (the webhooks kind
+    purges receipts and rejection counts): (kind, model, count), each count
+    one past ``cap`` at most, so that each can link to its own list."""
     now = now or clock.now()
-    return {
-        name: purgeables[0](now).model
-        for name, purgeables in contributions.retention_kinds().items()
-    }
+    counts: dict[tuple[str, type[Model]], int] = {}
+    for name, purgeables in contributions.retention_kinds().items():
+        for rows in (purgeable(now) for purgeable in purgeables):
+            found = rows[: cap + 1].count() if cap else rows.count()
+            key = (name, rows.model)
+            counts[key] = counts.get(key, 0) + found
+    return [(name, model, count) for (name, model), count in counts.items()]
 
 
 def purge(

@@ -814,3 +814,28 @@ def test_a_selection_too_big_to_confirm_is_refused_before_its_ids_are_read(
     assert "30 receipts are more than one confirmation page can carry" in (
         client.get(CHANGELIST).content.decode()
     )
+
+
+def test_each_awaiting_purge_figure_links_to_the_rows_it_counts(client, make_user):
+    # The webhooks kind purges receipts and rejection counts: its one figure
+    # counted both and linked to the receipts alone.
+    admin_user = make_user("root", is_staff=True, is_superuser=True)
+    old = timezone.now() - timedelta(days=40)
+    WebhookReceipt.objects.create(
+        source="github",
+        delivery_id="p",
+        state="processed",
+        body=b"{}",
+        received_at=old,
+        processed_at=old,
+    )
+    for reason in ("bad-signature", "replayed-body"):
+        WebhookRejection.objects.count_one(source="github", reason=reason, now=old)
+    client.force_login(admin_user)
+
+    figures = client.get("/admin/ops/").context["purge_figures"]
+
+    webhooks = [f for f in figures if f.label.startswith("webhooks")]
+    assert sorted(f.value for f in webhooks) == [1, 2]
+    for figure in webhooks:
+        assert client.get(figure.url).context["cl"].result_count == figure.value
