@@ -18,6 +18,7 @@ class IdempotencyConfig(appconfig.OnceAppConfig):
     system_checks = [
         "idempotency.checks.check_settings",
         "idempotency.checks.check_autocommit",
+        "idempotency.checks.check_engines",
         "idempotency.shared.steps.retention.check_retention",
     ]
     url_checks = [

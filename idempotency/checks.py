@@ -12,7 +12,7 @@ from django.db import connections, router
 from django.urls import Resolver404, URLResolver, get_resolver, resolve
 
 from .conf import idempotency_settings, key_ttl, outlasting_ttl
-from .shared import autocommit, views
+from .shared import databases, views
 from .shared.settings import InvalidSetting
 
 
@@ -112,19 +112,36 @@ def _handlers(cls, actions=()) -> list:
 ONCE_APPS = ("idempotency", "outbox", "inbox", "webhooks")
 
 
+def _written_to() -> list[str]:
+    """The databases the apps write to: where the router sends each one's
+    models."""
+    return sorted(
+        {
+            router.db_for_write(model)
+            for label in ONCE_APPS
+            if apps.is_installed(label)
+            for model in apps.get_app_config(label).get_models()
+        }
+    )
+
+
 def check_autocommit(app_configs=None, **kwargs):
     """Every database the apps write to keeps Django's autocommit on: with it
-    off no ``atomic()`` block commits (``idempotency.shared.autocommit``)."""
-    aliases = {
-        router.db_for_write(model)
-        for label in ONCE_APPS
-        if apps.is_installed(label)
-        for model in apps.get_app_config(label).get_models()
-    }
+    off no ``atomic()`` block commits (``idempotency.shared.databases``)."""
     return [
         Error(why, id="idempotency.E017")
-        for using in sorted(aliases)
-        if (why := autocommit.manual_commit(using))
+        for using in _written_to()
+        if (why := databases.manual_commit(using))
+    ]
+
+
+def check_engines(app_configs=None, **kwargs):
+    """Every database the apps write to is PostgreSQL or SQLite, what their
+    statements are written for (``idempotency.shared.databases``)."""
+    return [
+        Error(why, id="idempotency.E018")
+        for using in _written_to()
+        if (why := databases.unsupported_engine(using))
     ]
 
 

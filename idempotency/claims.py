@@ -37,7 +37,7 @@ from .exceptions import (
 from .fingerprint import compute as compute_fingerprint
 from .models import IdempotencyRecord
 from .scopes import ANONYMOUS
-from .shared import autocommit, clock, isolation, problems, storable, tracing, units
+from .shared import clock, databases, isolation, problems, storable, tracing, units
 from .shared.exceptions import ClaimRaced
 from .shared.settings import InvalidSetting, as_timedelta
 from .shared.steps import Abandon, CompensationInProgress, StepTakenOver
@@ -320,7 +320,7 @@ def execute(request, policy: Policy, produce: Callable):
             except Abandon as abandon:
                 return stepping.abandoned(abandon, request)  # rolled back
         records = _records()
-        autocommit.refuse_manual_commit(records.db, IdempotencyConfigurationError)
+        databases.refuse_unusable(records.db, IdempotencyConfigurationError)
         claim = _new_claim(request, policy, key)
         if policy.mode == STEPS:
             produce = stepping.abandoning(produce, request)

@@ -17,9 +17,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import OperationalError, connections, router, transaction
 
 from idempotency.shared import (
-    autocommit,
     callables,
     clock,
+    databases,
     isolation,
     storable,
     tracing,
@@ -282,7 +282,7 @@ def _checked(call: str, subscriber, message_id, intent, using):
     message_id = checked_message_id(message_id)
     intent = checked_intent(intent)
     using = using or router.db_for_write(InboxMessage)
-    autocommit.refuse_manual_commit(using, ImproperlyConfigured)
+    databases.refuse_unusable(using, ImproperlyConfigured)
     return message_id, intent, using
 
 

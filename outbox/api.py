@@ -8,7 +8,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections, models, router, transaction
 from django.db.models import Max
 
-from idempotency.shared import autocommit, clock, storable, tracing, units
+from idempotency.shared import clock, databases, storable, tracing, units
 from idempotency.shared.headers import INTENT_HEADER, MESSAGE_ID_HEADER
 
 from . import signals
@@ -52,7 +52,7 @@ def record(
     """
     using = using or router.db_for_write(OutboxMessage)
     connection = connections[using]
-    autocommit.refuse_manual_commit(using, OutboxConfigurationError)
+    databases.refuse_unusable(using, OutboxConfigurationError)
     if why := debezium_unsupported(using):
         # Debezium mode deletes the row it inserts: with no WAL to read it
         # from, every event would be gone without a word.

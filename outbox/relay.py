@@ -29,7 +29,7 @@ from django.db import OperationalError, connections, models, router, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.sql import UpdateQuery
 
-from idempotency.shared import autocommit, clock, isolation, storable, tracing
+from idempotency.shared import clock, databases, isolation, storable, tracing
 from idempotency.shared.settings import InvalidSetting, as_timedelta, duration
 from idempotency.shared.settings import seconds as in_seconds
 
@@ -149,7 +149,7 @@ def claim(limit: int, *, using: str | None = None) -> list[OutboxMessage]:
     """Lease up to ``limit`` due messages to this relay and return them."""
     using = using or router.db_for_write(OutboxMessage)
     # The lease must commit before any publish, and each mark after it.
-    autocommit.refuse_manual_commit(using, OutboxConfigurationError)
+    databases.refuse_unusable(using, OutboxConfigurationError)
     now = clock.now()
     lease_end = now + as_timedelta(outbox_settings.LEASE)
     for _round in range(RACED_CLAIMS):

@@ -10,7 +10,7 @@ from django.http import HttpResponse
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from idempotency.shared import autocommit, clock, tracing
+from idempotency.shared import clock, databases, tracing
 from idempotency.shared.problems import from_exception
 
 from . import bodies, signals, sources
@@ -76,7 +76,7 @@ class WebhookView(View):
     def accept(self, config, delivery, request, body):
         using = router.db_for_write(WebhookReceipt)
         # Refused before the receipt: answered 202, it would then roll back.
-        autocommit.refuse_manual_commit(using, ImproperlyConfigured)
+        databases.refuse_unusable(using, ImproperlyConfigured)
         receipts = WebhookReceipt.objects.db_manager(using)
         # An unsigned delivery id can be changed at will: then the body, which
         # is signed, identifies the delivery too.
