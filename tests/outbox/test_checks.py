@@ -447,6 +447,7 @@ def test_e013_check_deploy_with_the_database_asks_whether_the_wal_is_captured():
         call_command("check", "--deploy", "--database", "default")
 
 
+@pytest.mark.postgresql  # elsewhere outbox.E011 refuses Debezium mode
 @pytest.mark.parametrize(
     ("state", "said"),
     [
