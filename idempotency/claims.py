@@ -340,7 +340,7 @@ def execute(request, policy: Policy, produce: Callable):
     except IdempotencyError as exc:
         outcome = exc.type  # the problem type: key-reused, request-in-flight...
         signals.refused(request, policy, exc)
-        return problems.from_exception(exc, instance=request.path)
+        return problems.from_exception(exc, instance=problems.instance_of(request))
     except Invalid as invalid:
         if outcome is not None:  # a request without a key stays unannotated
             outcome = NOT_KEPT

@@ -32,7 +32,9 @@ def drf_producer(view, handler, request, args, kwargs):
         try:
             response = _body_depth_checked(handler, request, args, kwargs)
         except BodyTooDeep as exc:
-            response = problems.from_exception(exc, instance=request.path)
+            response = problems.from_exception(
+                exc, instance=problems.instance_of(request)
+            )
             invalid = True
         except Exception as exc:
             response = view.handle_exception(exc)

@@ -118,5 +118,5 @@ def abandoning(produce, request):
 def abandoned(abandon: steps.Abandon, request):
     """The answer to a view that gave its operation up (raised ``Abandon``)."""
     return problems.from_exception(
-        OperationAbandoned(abandon.reason), instance=request.path
+        OperationAbandoned(abandon.reason), instance=problems.instance_of(request)
     )

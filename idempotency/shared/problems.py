@@ -7,11 +7,15 @@ raise an ``OnceError`` subclass and render it here.
 import json
 
 from django.http import HttpResponse
+from django.utils.encoding import escape_uri_path
 
 from .conf import shared_settings
 from .exceptions import OnceError
 
 CONTENT_TYPE = "application/problem+json"
+# The longest ``instance`` a problem carries; a longer path is left out, as a
+# URL few clients or proxies would take anyway.
+MAX_INSTANCE_LENGTH = 2048
 
 
 def type_uri(slug: str) -> str:
@@ -19,6 +23,14 @@ def type_uri(slug: str) -> str:
     if slug == "about:blank" or ":" in slug:
         return slug
     return shared_settings.PROBLEM_BASE_URI + slug
+
+
+def instance_of(request) -> str | None:
+    """The request's path as a problem's ``instance``: percent-encoded, as a
+    URI reference is, so that no control character the client sent (a
+    decoded %0A or %1B) reaches whoever reads the problem; None when too long."""
+    path = escape_uri_path(request.path)
+    return path if len(path) <= MAX_INSTANCE_LENGTH else None
 
 
 def from_exception(exc: OnceError, *, instance=None) -> HttpResponse:

@@ -236,3 +236,35 @@ def test_a_principal_that_is_not_a_user_never_shares_a_users_scope(make_user):
     assert json.loads(mine.content)["id"] != json.loads(theirs.content)["id"]
     scopes = set(IdempotencyRecord.objects.values_list("scope", flat=True))
     assert scopes == {f"user:{user.pk}", f"testapp.widget:{user.pk}"}
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_refusals_instance_is_the_escaped_path_never_its_control_characters(
+    api, settings, debug
+):
+    # The path is the client's: decoded, "%0D%0A" or "%1B" would reach a
+    # problem's reader (a log line, a terminal) as a line break or an escape.
+    settings.DEBUG = debug
+    answer = api.client.put(
+        "/t/raw/a%0D%0AX:%1B[31m%C3%A9/",
+        data=b"x",
+        content_type="application/octet-stream",
+        headers={"Idempotency-Key": "k1,k2", "Authorization": api.auth},
+    )
+
+    assert answer.status_code == 400
+    assert json.loads(answer.content)["instance"] == "/t/raw/a%0D%0AX:%1B%5B31m%C3%A9/"
+
+
+def test_a_refusal_to_a_path_too_long_for_an_instance_has_none(api):
+    answer = api.client.put(
+        "/t/raw/" + "a" * 3000 + "/",
+        data=b"x",
+        content_type="application/octet-stream",
+        headers={"Idempotency-Key": "k1,k2", "Authorization": api.auth},
+    )
+
+    assert answer.status_code == 400
+    problem = json.loads(answer.content)
+    assert problem["type"].endswith("key-malformed")
+    assert "instance" not in problem
