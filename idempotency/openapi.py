@@ -39,7 +39,11 @@ PROBLEM_SCHEMA = {
         "title": {"type": "string", "description": "Short summary of the type."},
         "status": {"type": "integer", "minimum": 100, "maximum": 599},
         "detail": {"type": "string", "description": "This occurrence, explained."},
-        "instance": {"type": "string", "description": "The request's path."},
+        "instance": {
+            "type": "string",
+            "format": "uri-reference",
+            "description": "The request's path, percent-encoded.",
+        },
     },
     "required": ["type", "title", "status"],
     "additionalProperties": True,
