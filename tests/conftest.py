@@ -87,6 +87,17 @@ class ApiClient:
 
 
 @pytest.fixture
+def fakes(monkeypatch):
+    """The fake downstream services (tests.fakes), where the views, consumers
+    and handlers under test find them."""
+    from tests.fakes import URL_VARIABLE, fake_services
+
+    with fake_services() as running:
+        monkeypatch.setenv(URL_VARIABLE, running.url)
+        yield running
+
+
+@pytest.fixture
 def steady_backoff(monkeypatch):
     """The relay's backoff at its ceiling, without jitter. Full jitter may draw
     a delay of a few milliseconds, making a failed message due again within

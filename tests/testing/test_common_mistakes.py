@@ -11,7 +11,6 @@ from idempotency.testing import endpoints
 from idempotency.testing.endpoints import Endpoint
 from inbox.testing import consumers
 from inbox.testing.consumers import Consumer
-from tests.fakes import URL_VARIABLE, fake_services
 from tests.testing import broken
 from tests.testing.helpers import broken_message, new_widget, widget_count
 from tests.webhooks.conftest import handler_registry  # noqa: F401 (a fixture)
@@ -30,11 +29,9 @@ STRAIGHT = "task broken.ship_widget sent straight to the broker"
 
 
 @pytest.fixture(autouse=True)
-def fakes(settings, monkeypatch):
+def _sources(settings, fakes):
+    """This module's webhook source, and the fake services (tests/conftest.py)."""
     settings.WEBHOOKS = {"SOURCES": SOURCES}
-    with fake_services() as running:
-        monkeypatch.setenv(URL_VARIABLE, running.url)
-        yield running
 
 
 def widgets(url) -> Endpoint:

@@ -43,10 +43,8 @@ SOURCES = {SOURCE: {"VERIFIER": "hmac", "SECRETS": ["kit-undos-0123456789"]}}
 
 
 @pytest.fixture(autouse=True)
-def fakes(monkeypatch):
-    with fake_services() as running:
-        monkeypatch.setenv(URL_VARIABLE, running.url)
-        yield running
+def _fakes(fakes):
+    """The fake services run for every test here (tests/conftest.py)."""
 
 
 def charging(url, fakes, **given) -> Endpoint:

@@ -8,7 +8,6 @@ import pytest
 
 from idempotency.testing import endpoints
 from idempotency.testing.endpoints import Endpoint
-from tests.fakes import URL_VARIABLE, fake_services
 from tests.testing.helpers import broken_message
 from tests.testing.sound import standing
 
@@ -19,10 +18,8 @@ pytestmark = [
 
 
 @pytest.fixture(autouse=True)
-def fakes(monkeypatch):
-    with fake_services() as running:
-        monkeypatch.setenv(URL_VARIABLE, running.url)
-        yield running
+def _fakes(fakes):
+    """The fake services run for every test here (tests/conftest.py)."""
 
 
 def charging(url, fakes) -> Endpoint:

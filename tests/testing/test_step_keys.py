@@ -7,18 +7,10 @@ from django.db import connection
 
 from inbox.testing import consumers
 from inbox.testing.consumers import Consumer
-from tests.fakes import URL_VARIABLE, fake_services
 from tests.testing import broken
 from tests.testing.helpers import broken_message, new_widget, widget_count
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def fakes(monkeypatch):
-    with fake_services() as running:
-        monkeypatch.setenv(URL_VARIABLE, running.url)
-        yield running
 
 
 def test_a_charge_under_its_own_key_is_reported_at_its_steps_recovery_point(fakes):

@@ -10,7 +10,6 @@ from inbox.api import consumer
 from inbox.testing import consumers
 from inbox.testing.consumers import Consumer
 from inbox.testing.suites import ConsumerSuite
-from tests.fakes import URL_VARIABLE, fake_services
 from tests.testapp import services
 from tests.testing import broken
 from tests.testing.helpers import broken_message
@@ -20,10 +19,8 @@ _payments = itertools.count(1)
 
 
 @pytest.fixture(autouse=True)
-def fakes(monkeypatch):
-    with fake_services() as running:
-        monkeypatch.setenv(URL_VARIABLE, running.url)
-        yield running
+def _fakes(fakes):
+    """The fake services run for every test here (tests/conftest.py)."""
 
 
 @consumer("kit.ship-and-mail", steps=True)

@@ -8,7 +8,6 @@ import uuid
 import pytest
 
 from idempotency.shared.testing.guarantees import CannotCheck
-from tests.fakes import URL_VARIABLE, fake_services
 from tests.testapp import services
 from tests.testing.helpers import broken_message
 from webhooks import handlers
@@ -23,11 +22,9 @@ SOURCES = {SOURCE: {"VERIFIER": "hmac", "SECRETS": ["kit-steps-0123456789"]}}
 
 
 @pytest.fixture(autouse=True)
-def fakes(settings, monkeypatch):
+def _sources(settings, fakes):
+    """This module's webhook source, and the fake services (tests/conftest.py)."""
     settings.WEBHOOKS = {"SOURCES": SOURCES}
-    with fake_services() as running:
-        monkeypatch.setenv(URL_VARIABLE, running.url)
-        yield running
 
 
 def ship_and_mail(event):
